@@ -1,0 +1,172 @@
+"""The four built-in architecture families, registered as components of kind ``architecture``.
+
+An architecture's factory is ``build(recipe, make) -> nn.Module``; its config says which recipe
+fields it needs, the defaults it brings (vit embeds patches) and which stacks it has (causal or not).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from torch import nn
+
+from zoo.config import ComponentConfig
+from zoo.hookspecs import hookimpl
+
+from .blocks import Block, ModelCache, ModelOutput, TransformerStack, build_mask
+from .decoder import DecoderModel
+from .encoder import EncoderModel
+from .encoder_decoder import EncoderDecoderModel
+from .stack import Make, stack_parts
+from .vit import VisionTransformer
+
+__all__ = [
+    "ArchitectureConfig",
+    "Block",
+    "DecoderModel",
+    "EncoderDecoderModel",
+    "EncoderModel",
+    "ModelCache",
+    "ModelOutput",
+    "TransformerStack",
+    "VisionTransformer",
+    "build_mask",
+]
+
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+
+class ArchitectureConfig(ComponentConfig):
+    """What an architecture asks of a recipe. Subclasses set the class variables and may add rules."""
+
+    defaults: ClassVar[dict[str, Any]] = {}
+    """Recipe keys filled in when the recipe leaves them out."""
+    stacks: ClassVar[list[tuple[str, bool]]] = []
+    """(stack name, causal) for each stack of blocks."""
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Recipe fields that must be set."""
+
+    def derive(self, data: dict[str, Any]) -> None:
+        """Fill recipe fields that follow from others (before validation)."""
+
+    def check_recipe(self, recipe) -> list[tuple[str, str]]:
+        return [
+            (f, f"required by architecture '{recipe.architecture}'")
+            for f in self.requires
+            if getattr(recipe, f) is None
+        ]
+
+
+class DecoderConfig(ArchitectureConfig):
+    type: Literal["decoder"] = "decoder"
+    defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
+    stacks: ClassVar[list[tuple[str, bool]]] = [("decoder", True)]
+    requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+
+
+class EncoderConfig(ArchitectureConfig):
+    type: Literal["encoder"] = "encoder"
+    defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "mlm"}}
+    stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
+    requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+
+    def check_recipe(self, recipe) -> list[tuple[str, str]]:
+        errors = super().check_recipe(recipe)
+        if recipe.head.type == "classification" and recipe.num_classes is None:
+            errors.append(("num_classes", "required by a classification head"))
+        return errors
+
+
+class EncoderDecoderConfig(ArchitectureConfig):
+    type: Literal["encoder-decoder"] = "encoder-decoder"
+    defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
+    stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False), ("decoder", True)]
+    requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+
+
+class VitConfig(ArchitectureConfig):
+    type: Literal["vit"] = "vit"
+    defaults: ClassVar[dict[str, Any]] = {
+        "embedding": {"type": "patch"},
+        "head": {"type": "classification"},
+        "positional": {"type": "learned"},
+    }
+    stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
+    requires: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_classes")
+
+    def derive(self, data: dict[str, Any]) -> None:
+        # The positional table covers the patches and the CLS token; the recipe need not say so.
+        image, patch = data.get("image_size"), data.get("patch_size")
+        if "max_len" not in data and isinstance(image, int) and isinstance(patch, int) and patch > 0:
+            embedding = data.get("embedding") or {}
+            cls = embedding.get("cls_token", True) if isinstance(embedding, dict) else True
+            data["max_len"] = (image // patch) ** 2 + int(bool(cls))
+
+    def check_recipe(self, recipe) -> list[tuple[str, str]]:
+        errors = super().check_recipe(recipe)
+        if errors or recipe.image_size % recipe.patch_size:
+            return errors
+        cls = getattr(recipe.embedding, "cls_token", True)
+        tokens = (recipe.image_size // recipe.patch_size) ** 2 + int(cls)
+        if recipe.max_len != tokens:
+            errors.append(("max_len", f"must equal the number of patch tokens ({tokens}) for vit; leave it out"))
+        return errors
+
+
+def build_decoder(recipe, make: Make) -> nn.Module:
+    """GPT-like decoder-only language model."""
+    ctx = recipe.context(causal=True, stack="decoder")
+    return DecoderModel(
+        embedding=make("embedding", recipe.embedding, ctx),
+        head=make("head", recipe.head, ctx),
+        max_len=recipe.max_len,
+        **stack_parts(recipe, make, stack="decoder", causal=True),
+    )
+
+
+def build_encoder(recipe, make: Make) -> nn.Module:
+    """BERT-like bidirectional encoder."""
+    ctx = recipe.context(stack="encoder")
+    return EncoderModel(
+        embedding=make("embedding", recipe.embedding, ctx),
+        head=make("head", recipe.head, ctx),
+        max_len=recipe.max_len,
+        **stack_parts(recipe, make, stack="encoder", causal=False),
+    )
+
+
+def build_encoder_decoder(recipe, make: Make) -> nn.Module:
+    """T5-like encoder-decoder with cross-attention."""
+    ctx = recipe.context(stack="decoder", causal=True)
+    return EncoderDecoderModel(
+        embedding=make("embedding", recipe.embedding, ctx),
+        encoder=TransformerStack(**stack_parts(recipe, make, stack="encoder", causal=False)),
+        decoder=TransformerStack(**stack_parts(recipe, make, stack="decoder", causal=True, cross=True)),
+        head=make("head", recipe.head, ctx),
+        max_len=recipe.max_len,
+        decoder_start_token_id=recipe.pad_token_id or 0,
+    )
+
+
+def build_vit(recipe, make: Make) -> nn.Module:
+    """Vision Transformer: patch embedding, encoder, classifier."""
+    ctx = recipe.context(stack="encoder")
+    return VisionTransformer(
+        embedding=make("embedding", recipe.embedding, ctx),
+        head=make("head", recipe.head, ctx),
+        **stack_parts(recipe, make, stack="encoder", causal=False),
+    )
+
+
+@hookimpl
+def register_components(register):
+    register("architecture", "decoder", build_decoder, DecoderConfig)
+    register("architecture", "encoder", build_encoder, EncoderConfig)
+    register("architecture", "encoder-decoder", build_encoder_decoder, EncoderDecoderConfig)
+    register("architecture", "vit", build_vit, VitConfig)
+
+
+@hookimpl
+def register_recipes():
+    return [RECIPES_DIR] if RECIPES_DIR.is_dir() else []

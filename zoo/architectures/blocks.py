@@ -1,0 +1,216 @@
+"""The pieces every architecture shares: the block, the stack, masks, init and the output object."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@dataclass
+class ModelOutput:
+    """What every zoo model returns. ``loss`` only when labels were given; ``aux_loss`` for MoE models."""
+
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    aux_loss: torch.Tensor | None = None
+    cache: Any = None
+    hidden_states: torch.Tensor | None = None
+    encoder_hidden: torch.Tensor | None = None
+
+
+@dataclass
+class ModelCache:
+    """Decoding state of a whole model: one cache per attention layer plus how many tokens were seen."""
+
+    layers: list[Any]
+    cross: list[Any] = field(default_factory=list)
+    length: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(c, "nbytes", 0) for c in [*self.layers, *self.cross])
+
+
+class Block(nn.Module):
+    """One Transformer block: self-attention, optional cross-attention, feed-forward, each residual.
+
+    Pre-norm (GPT-2, Llama, ViT, T5): ``x + f(norm(x))``. Post-norm (original Transformer, BERT):
+    ``norm(x + f(x))``.
+    """
+
+    def __init__(
+        self,
+        *,
+        attention: nn.Module,
+        ffn: nn.Module,
+        norm: Callable[[], nn.Module],
+        cross_attention: nn.Module | None = None,
+        norm_position: str = "pre",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.pre_norm = norm_position == "pre"
+        self.attention_norm = norm()
+        self.attention = attention
+        self.cross_attention_norm = norm() if cross_attention is not None else None
+        self.cross_attention = cross_attention
+        self.ffn_norm = norm()
+        self.ffn = ffn
+        self.dropout = nn.Dropout(dropout)
+
+    def _residual(self, x: torch.Tensor, norm: nn.Module, f: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(f(norm(x)))
+        return norm(x + self.dropout(f(x)))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: nn.Module | None = None,
+        cache: Any = None,
+        context: torch.Tensor | None = None,
+        context_mask: torch.Tensor | None = None,
+        cross_cache: Any = None,
+    ) -> torch.Tensor:
+        x = self._residual(
+            x,
+            self.attention_norm,
+            lambda h: self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache),
+        )
+        if self.cross_attention is not None:
+            x = self._residual(
+                x,
+                self.cross_attention_norm,
+                lambda h: self.cross_attention(h, context=context, mask=context_mask, cache=cross_cache),
+            )
+        return self._residual(x, self.ffn_norm, self.ffn)
+
+
+class TransformerStack(nn.Module):
+    """Positional encoding, a list of blocks, and the norms around them. Input and output (N, L, E)."""
+
+    def __init__(
+        self,
+        *,
+        positional: nn.Module,
+        blocks: list[Block],
+        embed_norm: nn.Module,
+        final_norm: nn.Module,
+        dropout: float = 0.0,
+        causal: bool = False,
+    ) -> None:
+        super().__init__()
+        self.causal = causal
+        self.positional = positional
+        self.embed_norm = embed_norm
+        self.embed_dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(blocks)
+        self.final_norm = final_norm
+
+    def run(
+        self,
+        x: torch.Tensor,
+        *,
+        positions: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        caches: list[Any] | None = None,
+        context: torch.Tensor | None = None,
+        context_mask: torch.Tensor | None = None,
+        cross_caches: list[Any] | None = None,
+    ) -> torch.Tensor:
+        """Embedded input (N, L, E) -> hidden states (N, L, E)."""
+        x = self.embed_dropout(self.embed_norm(self.positional.embed(x, positions)))
+        for i, block in enumerate(self.blocks):
+            x = block(
+                x,
+                mask=mask,
+                positions=positions,
+                pos=self.positional,
+                cache=caches[i] if caches is not None else None,
+                context=context,
+                context_mask=context_mask,
+                cross_cache=cross_caches[i] if cross_caches is not None else None,
+            )
+        return self.final_norm(x)
+
+    def new_caches(self, batch_size: int, max_len: int) -> list[Any]:
+        return [block.attention.new_cache(batch_size, max_len) for block in self.blocks]
+
+    def new_cross_caches(self, batch_size: int, max_len: int) -> list[Any]:
+        return [block.cross_attention.new_cache(batch_size, max_len) for block in self.blocks]
+
+
+def build_mask(
+    query_len: int,
+    key_padding: torch.Tensor | None,
+    *,
+    causal: bool,
+    offset: int = 0,
+    cached: bool = False,
+    device: torch.device | None = None,
+) -> torch.Tensor | None:
+    """Boolean (N|1, 1, L, S) mask, True where a query may attend a key, or None.
+
+    None means "nothing to mask beyond causality", which the attention applies itself on its fast path;
+    with a cache the mask is always explicit. ``key_padding`` is (N, S) with True on real tokens; the
+    queries are the last ``query_len`` of the S keys (``offset`` = S - L were seen before). Causality
+    compares sequence indices, not positions, so left-padded prompts stay causal.
+    """
+    if key_padding is None and not cached:
+        return None
+    key_len = key_padding.shape[-1] if key_padding is not None else offset + query_len
+    mask = causal_mask(query_len, key_len, device) if causal else None
+    if key_padding is not None:
+        pad = key_padding.to(device=device, dtype=torch.bool)[:, None, None, :]  # (N, 1, 1, S)
+        mask = pad if mask is None else mask & pad
+    return mask
+
+
+def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:
+    """(1, 1, L, S): True where key index <= query index, the queries being the last L of S."""
+    q = torch.arange(key_len - query_len, key_len, device=device)[:, None]
+    k = torch.arange(key_len, device=device)[None, :]
+    return (k <= q)[None, None]
+
+
+def default_positions(query_len: int, offset: int = 0, device: torch.device | None = None) -> torch.Tensor:
+    return torch.arange(offset, offset + query_len, device=device)[None]  # (1, L)
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module, *, std: float, num_layers: int) -> None:
+    """Normal(0, std) for linear, conv and embedding weights, zero biases; norms keep their ones.
+
+    Residual output projections (``o_proj``, ``down_proj``) get std / sqrt(2 * num_layers), as in
+    GPT-2, so the residual stream's variance does not grow with depth.
+    """
+    residual_std = std / math.sqrt(2 * num_layers)
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Linear, nn.Conv2d, nn.Embedding)):
+            if module.weight.is_meta:
+                continue
+            leaf = name.rsplit(".", 1)[-1]
+            nn.init.normal_(module.weight, 0.0, residual_std if leaf in ("o_proj", "down_proj") else std)
+            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+                module.weight[module.padding_idx].zero_()
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+
+def collect_aux_losses(model: nn.Module) -> list[nn.Module]:
+    """Submodules that record an ``aux_loss`` (MoE routers), found once at build time."""
+    return [m for m in model.modules() if hasattr(m, "aux_loss") and m is not model]
+
+
+def sum_aux_losses(modules: list[nn.Module]) -> torch.Tensor | None:
+    if not modules:
+        return None
+    return sum(m.aux_loss for m in modules)

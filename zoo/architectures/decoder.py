@@ -1,0 +1,62 @@
+"""Decoder-only language model (GPT-like): causal self-attention blocks and an LM head."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .blocks import (
+    ModelCache,
+    ModelOutput,
+    TransformerStack,
+    build_mask,
+    collect_aux_losses,
+    default_positions,
+    sum_aux_losses,
+)
+from .stack import tie
+
+
+class DecoderModel(TransformerStack):
+    """Token ids (N, L) -> next-token logits (N, L, V), with an optional KV cache for decoding."""
+
+    def __init__(self, *, embedding: nn.Module, head: nn.Module, max_len: int, **stack) -> None:
+        super().__init__(**stack)
+        self.embedding = embedding
+        self.head = head
+        self.max_len = max_len
+        tie(head, embedding)
+        self._aux_modules = collect_aux_losses(self)
+
+    def new_cache(self, batch_size: int, max_len: int | None = None) -> ModelCache:
+        """Empty per-layer caches for decoding up to ``max_len`` tokens (default: the model's)."""
+        return ModelCache(self.new_caches(batch_size, max_len or self.max_len))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        cache: ModelCache | None = None,
+    ) -> ModelOutput:
+        """Shapes: input_ids (N, L); attention_mask (N, S) True/1 on real tokens, S = cached + L;
+        positions (N|1, L); labels (N, L) aligned with input_ids (shifted inside), -100 = ignore."""
+        N, L = input_ids.shape
+        offset = cache.length if cache is not None else 0
+        if positions is None:
+            positions = default_positions(L, offset, input_ids.device)
+        mask = build_mask(
+            L, attention_mask, causal=True, offset=offset, cached=cache is not None, device=input_ids.device
+        )
+        h = self.run(self.embedding(input_ids), positions=positions, mask=mask, caches=cache.layers if cache else None)
+        logits = self.head(h)  # (N, L, V)
+        aux = sum_aux_losses(self._aux_modules)
+        loss = None
+        if labels is not None:
+            loss = self.head.loss(logits[:, :-1], labels[:, 1:])
+            loss = loss + aux if aux is not None else loss
+        if cache is not None:
+            cache.length += L
+        return ModelOutput(logits=logits, loss=loss, aux_loss=aux, cache=cache, hidden_states=h)

@@ -1,0 +1,52 @@
+"""Encoder-only model (BERT-like): bidirectional blocks, then a masked-LM, classification or pooler head."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .blocks import (
+    ModelOutput,
+    TransformerStack,
+    build_mask,
+    collect_aux_losses,
+    default_positions,
+    sum_aux_losses,
+)
+from .stack import tie
+
+
+class EncoderModel(TransformerStack):
+    """Token ids (N, L) -> per-token logits (MLM), per-sequence logits (classification) or pooled features."""
+
+    def __init__(self, *, embedding: nn.Module, head: nn.Module, max_len: int, **stack) -> None:
+        super().__init__(**stack)
+        self.embedding = embedding
+        self.head = head
+        self.max_len = max_len
+        tie(head, embedding)
+        self._aux_modules = collect_aux_losses(self)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> ModelOutput:
+        """Shapes: input_ids, attention_mask (1 = real token), token_type_ids: (N, L); labels: (N, L) for
+        masked LM (-100 = not predicted) or (N,) for classification."""
+        N, L = input_ids.shape
+        if positions is None:
+            positions = default_positions(L, device=input_ids.device)
+        mask = build_mask(L, attention_mask, causal=False, device=input_ids.device)
+        h = self.run(self.embedding(input_ids, token_type_ids), positions=positions, mask=mask)
+        logits = self.head(h, mask=attention_mask)
+        aux = sum_aux_losses(self._aux_modules)
+        loss = None
+        if labels is not None:
+            loss = self.head.loss(logits, labels)
+            loss = loss + aux if aux is not None else loss
+        return ModelOutput(logits=logits, loss=loss, aux_loss=aux, hidden_states=h)

@@ -1,0 +1,114 @@
+"""Encoder-decoder model (T5-like): a bidirectional encoder, a causal decoder with cross-attention,
+one token embedding shared by both and by the (tied) LM head."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .blocks import (
+    ModelCache,
+    ModelOutput,
+    TransformerStack,
+    build_mask,
+    collect_aux_losses,
+    default_positions,
+    sum_aux_losses,
+)
+from .stack import tie
+
+
+class EncoderDecoderModel(nn.Module):
+    """Source ids (N, S) and target ids (N, T) -> next-token logits over the target (N, T, V)."""
+
+    def __init__(
+        self,
+        *,
+        embedding: nn.Module,
+        encoder: TransformerStack,
+        decoder: TransformerStack,
+        head: nn.Module,
+        max_len: int,
+        decoder_start_token_id: int = 0,
+    ) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.encoder = encoder
+        self.decoder = decoder
+        self.head = head
+        self.max_len = max_len
+        self.decoder_start_token_id = decoder_start_token_id
+        tie(head, embedding)
+        self._aux_modules = collect_aux_losses(self)
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Source ids (N, S) -> encoder output (N, S, E)."""
+        S = input_ids.shape[1]
+        mask = build_mask(S, attention_mask, causal=False, device=input_ids.device)
+        positions = default_positions(S, device=input_ids.device)
+        return self.encoder.run(self.embedding(input_ids), positions=positions, mask=mask)
+
+    def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: the decoder sees the start token then the targets, one step behind."""
+        start = labels.new_full((labels.shape[0], 1), self.decoder_start_token_id)
+        shifted = torch.cat([start, labels[:, :-1]], dim=1)
+        return shifted.masked_fill(shifted == -100, self.decoder_start_token_id)
+
+    def new_cache(self, batch_size: int, max_len: int | None = None) -> ModelCache:
+        max_len = max_len or self.max_len
+        return ModelCache(
+            self.decoder.new_caches(batch_size, max_len), self.decoder.new_cross_caches(batch_size, max_len)
+        )
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        encoder_hidden: torch.Tensor | None = None,
+        cache: ModelCache | None = None,
+    ) -> ModelOutput:
+        """Shapes: input_ids, attention_mask (N, S); decoder_input_ids (N, T) (default: labels shifted
+        right); decoder_attention_mask (N, cached + T); labels (N, T). ``encoder_hidden`` (N, S, E) skips
+        the encoder (decoding reuses it)."""
+        if encoder_hidden is None:
+            encoder_hidden = self.encode(input_ids, attention_mask)
+        if decoder_input_ids is None:
+            if labels is None:
+                raise ValueError("give decoder_input_ids or labels (the decoder input is labels shifted right)")
+            decoder_input_ids = self.shift_right(labels)
+        T = decoder_input_ids.shape[1]
+        device = decoder_input_ids.device
+        offset = cache.length if cache is not None else 0
+        mask = build_mask(
+            T, decoder_attention_mask, causal=True, offset=offset, cached=cache is not None, device=device
+        )
+        context_mask = build_mask(1, attention_mask, causal=False, device=device)  # (N, 1, 1, S) or None
+        h = self.decoder.run(
+            self.embedding(decoder_input_ids),
+            positions=default_positions(T, offset, device),
+            mask=mask,
+            caches=cache.layers if cache is not None else None,
+            context=encoder_hidden,
+            context_mask=context_mask,
+            cross_caches=cache.cross if cache is not None else None,
+        )
+        logits = self.head(h)  # (N, T, V)
+        aux = sum_aux_losses(self._aux_modules)
+        loss = None
+        if labels is not None:
+            loss = self.head.loss(logits, labels)
+            loss = loss + aux if aux is not None else loss
+        if cache is not None:
+            cache.length += T
+        return ModelOutput(
+            logits=logits,
+            loss=loss,
+            aux_loss=aux,
+            cache=cache,
+            hidden_states=h,
+            encoder_hidden=encoder_hidden,
+        )

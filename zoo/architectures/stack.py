@@ -1,0 +1,60 @@
+"""Assemble a ``TransformerStack`` from a recipe: the one place architectures turn specs into blocks.
+
+``make(kind, config, ctx)`` is handed in by ``zoo.build``; architectures never touch the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from .blocks import Block
+
+if TYPE_CHECKING:
+    from zoo.config import BuildContext, ComponentConfig
+    from zoo.recipe import Recipe
+
+    Make = Callable[[str, ComponentConfig, BuildContext], nn.Module]
+else:
+    Make = Callable[..., Any]
+
+
+def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: bool = False) -> dict[str, Any]:
+    """Keyword arguments of a ``TransformerStack``: the blocks of ``stack`` with per-layer overrides
+    applied, its positional encoding and its norms."""
+    blocks = []
+    for i in range(recipe.stack_layers(stack)):
+        parts = recipe.layer_components(stack, i)
+        ctx = recipe.context(layer_idx=i, causal=causal, stack=stack)
+        cross_ctx = replace(ctx, causal=False, cross=True)
+        blocks.append(
+            Block(
+                attention=make("attention", parts["attention"], ctx),
+                ffn=make("ffn", parts["ffn"], ctx),
+                norm=lambda parts=parts, ctx=ctx: make("norm", parts["norm"], ctx),
+                cross_attention=make("attention", parts["attention"], cross_ctx) if cross else None,
+                norm_position=recipe.norm_position,
+                dropout=recipe.dropout,
+            )
+        )
+    pre = recipe.norm_position == "pre"
+    embed_norm = recipe.embed_norm if recipe.embed_norm is not None else not pre
+    final_norm = recipe.final_norm if recipe.final_norm is not None else pre
+    ctx = recipe.context(causal=causal, stack=stack)
+    return dict(
+        positional=make("positional", recipe.positional, ctx),
+        blocks=blocks,
+        embed_norm=make("norm", recipe.norm, ctx) if embed_norm else nn.Identity(),
+        final_norm=make("norm", recipe.norm, ctx) if final_norm else nn.Identity(),
+        dropout=recipe.dropout,
+        causal=causal,
+    )
+
+
+def tie(head: nn.Module, embedding: nn.Module) -> None:
+    """Share the embedding's token table as the head's output weight when the head asks for it."""
+    if getattr(head, "tie_embeddings", False):
+        head.proj.weight = embedding.weight

@@ -1,0 +1,29 @@
+"""Vision Transformer: patch embedding (+ CLS), a pre-norm encoder, and a classifier on the CLS token."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .blocks import ModelOutput, TransformerStack, collect_aux_losses, default_positions, sum_aux_losses
+
+
+class VisionTransformer(TransformerStack):
+    """Images (N, C, H, W) -> class logits (N, num_classes)."""
+
+    def __init__(self, *, embedding: nn.Module, head: nn.Module, **stack) -> None:
+        super().__init__(**stack)
+        self.embedding = embedding
+        self.head = head
+        self._aux_modules = collect_aux_losses(self)
+
+    def forward(self, images: torch.Tensor, *, labels: torch.Tensor | None = None) -> ModelOutput:
+        x = self.embedding(images)  # (N, 1 + num_patches, E)
+        h = self.run(x, positions=default_positions(x.shape[1], device=x.device))
+        logits = self.head(h)  # (N, num_classes)
+        aux = sum_aux_losses(self._aux_modules)
+        loss = None
+        if labels is not None:
+            loss = self.head.loss(logits, labels)
+            loss = loss + aux if aux is not None else loss
+        return ModelOutput(logits=logits, loss=loss, aux_loss=aux, hidden_states=h)

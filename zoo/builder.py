@@ -1,0 +1,149 @@
+"""Recipe -> ``nn.Module``: the only place that consults the registry.
+
+The built model is a plain tree of modules. Which registered component made each module is recorded in
+``model.zoo_components`` (module path -> ``Provenance``) for inspection; nothing in any ``forward``
+looks at it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .config import BuildContext, ComponentConfig, spec_fields
+from .errors import RecipeError
+from .plugins import get_registry
+from .recipe import Recipe, load_recipe, validate_spec
+from .registry import Registry
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which registered component built a module."""
+
+    kind: str
+    name: str
+    plugin: str
+
+
+class _Maker:
+    """The ``make(kind, config, ctx)`` callback handed to architecture builders."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.made: dict[int, Provenance] = {}
+
+    def __call__(self, kind: str, config: ComponentConfig, ctx: BuildContext) -> nn.Module:
+        component = self.registry.get(kind, config.type)
+        nested = spec_fields(component.config)
+        kwargs: dict[str, Any] = {}
+        for field in type(config).model_fields:
+            if field == "type":
+                continue
+            value = getattr(config, field)
+            if field in nested and value is not None:
+                value = partial(self._nested, nested[field], value, ctx)
+            kwargs[field] = value
+        for key, value in ctx.as_kwargs(component.accepts).items():
+            kwargs.setdefault(key, value)
+        try:
+            module = component.factory(ctx.d_model, **kwargs)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise RecipeError(f"{kind} '{config.type}' (plugin '{component.plugin}') failed to build: {exc}") from exc
+        self.made[id(module)] = Provenance(kind, config.type, component.plugin)
+        return module
+
+    def _nested(self, kind: str, spec: Mapping[str, Any], ctx: BuildContext) -> nn.Module:
+        errors: list[tuple[str, str]] = []
+        config = validate_spec(self.registry, kind, spec, kind, errors)
+        if config is None:
+            raise RecipeError(errors)
+        return self(kind, config, ctx)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype | None) -> Iterator[None]:
+    if dtype is None:
+        yield
+        return
+    if not dtype.is_floating_point:
+        raise RecipeError(f"dtype must be a floating-point type, not {dtype}")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "float64": torch.float64,
+    }
+    if dtype not in names:
+        raise RecipeError(f"unknown dtype {dtype!r}; choose one of: float32, bfloat16, float16, float64")
+    return names[dtype]
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Parameters counted once each (a tied embedding and LM head share one tensor)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def build(
+    recipe: str | Path | Mapping[str, Any] | Recipe,
+    *,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    **overrides: Any,
+) -> nn.Module:
+    """Build the model a recipe describes: a path, a recipe name, a dict or a ``Recipe``.
+
+    ``device="meta"`` builds the structure without allocating weights (for sizing huge recipes).
+    ``overrides`` use dotted or double-underscore keys (``attention__num_heads=4``).
+    """
+    if not isinstance(recipe, Recipe) or overrides:
+        recipe = load_recipe(recipe, **overrides)
+    torch_dtype = parse_dtype(dtype)
+    registry = get_registry()
+    maker = _Maker(registry)
+    architecture = registry.get("architecture", recipe.architecture)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    with device, _default_dtype(torch_dtype):
+        model = architecture.factory(recipe, maker)
+    maker.made[id(model)] = Provenance("architecture", recipe.architecture, architecture.plugin)
+    if device.type != "meta":
+        from .architectures.blocks import init_weights
+
+        init_weights(model, std=recipe.init_std, num_layers=recipe.num_layers)
+    model.recipe = recipe
+    model.zoo_components = {path: maker.made[id(m)] for path, m in model.named_modules() if id(m) in maker.made}
+    if recipe.expect is not None and recipe.expect.parameters is not None:
+        actual = count_parameters(model)
+        if actual != recipe.expect.parameters:
+            raise RecipeError(
+                [
+                    (
+                        "expect.parameters",
+                        f"the recipe expects {recipe.expect.parameters:,} parameters but the built "
+                        f"model has {actual:,} (difference {actual - recipe.expect.parameters:+,})",
+                    )
+                ],
+                source=recipe.name,
+            )
+    return model

@@ -1,0 +1,169 @@
+"""Output heads: what a model turns its final hidden states (N, L, E) into.
+
+Every head has ``forward(h, *, mask=None)`` (``mask``: (N, L) bool, True on real tokens) and
+``loss(logits, labels)``; the model decides which positions the labels align with.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field, model_validator
+from torch import nn
+
+from zoo.config import ComponentConfig
+from zoo.hookspecs import hookimpl
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over all positions whose label is not -100."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
+
+
+def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
+    """(N, L, E) -> (N, E): the first ([CLS]) vector, or the mean over real (unpadded) positions."""
+    if how == "cls":
+        return h[:, 0]
+    if mask is None:
+        return h.mean(dim=1)
+    weights = mask.to(h.dtype).unsqueeze(-1)  # (N, L, 1)
+    return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+class LMHead(nn.Module):
+    """Language-model head: hidden states to vocabulary logits, optionally tied to the token embedding."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        vocab_size: int,
+        tie_embeddings: bool = True,
+        bias: bool = False,
+        rescale: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        self.tie_embeddings = tie_embeddings
+        self.proj = nn.Linear(d_model, vocab_size, bias=bias, device=device, dtype=dtype)
+        # T5 scales by d_model**-0.5 before a tied projection, since its embeddings are not scaled down.
+        self.scale = d_model**-0.5 if rescale else 1.0
+
+    def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.proj(h * self.scale)  # (N, L, V)
+
+    loss = staticmethod(cross_entropy)
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's masked-LM head: dense + GELU + LayerNorm transform, then a (tied) decoder with a bias."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        vocab_size: int,
+        tie_embeddings: bool = True,
+        eps: float = 1e-12,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.tie_embeddings = tie_embeddings
+        self.transform = nn.Linear(d_model, d_model, **factory)
+        self.norm = nn.LayerNorm(d_model, eps=eps, **factory)
+        self.proj = nn.Linear(d_model, vocab_size, **factory)
+
+    def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.proj(self.norm(F.gelu(self.transform(h))))  # (N, L, V)
+
+    loss = staticmethod(cross_entropy)
+
+
+class ClassificationHead(nn.Module):
+    """Sequence (or image) classification: pool ([CLS] or masked mean), optional pooler, then a linear."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_classes: int,
+        pool: Literal["cls", "mean"] = "cls",
+        pooler: bool = False,
+        dropout: float = 0.0,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.pool = pool
+        self.tie_embeddings = False
+        self.pooler = Pooler(d_model, pool=pool, **factory) if pooler else None
+        self.dropout = nn.Dropout(dropout)
+        self.proj = nn.Linear(d_model, num_classes, **factory)
+
+    def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.pooler(h, mask=mask) if self.pooler is not None else pool(h, mask, self.pool)  # (N, E)
+        return self.proj(self.dropout(x))  # (N, num_classes)
+
+    loss = staticmethod(cross_entropy)
+
+
+class Pooler(nn.Module):
+    """BERT's pooler: the pooled vector through dense + tanh; its output is the model's ``logits``."""
+
+    def __init__(self, d_model: int, *, pool: Literal["cls", "mean"] = "cls", device=None, dtype=None) -> None:
+        super().__init__()
+        self.pool = pool
+        self.tie_embeddings = False
+        self.dense = nn.Linear(d_model, d_model, device=device, dtype=dtype)
+
+    def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.tanh(self.dense(pool(h, mask, self.pool)))  # (N, E)
+
+    @staticmethod
+    def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise ValueError("the pooler head produces features, not predictions: it has no loss; use labels=None")
+
+
+class LMHeadConfig(ComponentConfig):
+    type: Literal["lm"] = "lm"
+    tie_embeddings: bool = Field(True, description="Share the token embedding matrix as the output weight.")
+    bias: bool = Field(False, description="Learn an output bias (not with tied embeddings).")
+    rescale: bool = Field(False, description="Multiply hidden states by d_model**-0.5 first (T5).")
+
+    @model_validator(mode="after")
+    def _tied_has_no_bias(self):
+        if self.tie_embeddings and self.bias:
+            raise ValueError("a tied LM head has no bias: set bias: false or tie_embeddings: false")
+        return self
+
+
+class MaskedLMHeadConfig(ComponentConfig):
+    type: Literal["mlm"] = "mlm"
+    tie_embeddings: bool = Field(True, description="Share the token embedding matrix as the decoder weight.")
+    eps: float = Field(1e-12, gt=0, description="LayerNorm epsilon of the transform.")
+
+
+class ClassificationHeadConfig(ComponentConfig):
+    type: Literal["classification"] = "classification"
+    pool: Literal["cls", "mean"] = Field("cls", description="[CLS] vector or mask-aware mean of the sequence.")
+    pooler: bool = Field(False, description="Dense + tanh on the pooled vector first (BERT).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout before the classifier.")
+
+
+class PoolerConfig(ComponentConfig):
+    type: Literal["pooler"] = "pooler"
+    pool: Literal["cls", "mean"] = Field("cls", description="[CLS] vector or mask-aware mean of the sequence.")
+
+
+@hookimpl
+def register_components(register):
+    register("head", "lm", LMHead, LMHeadConfig)
+    register("head", "mlm", MaskedLMHead, MaskedLMHeadConfig)
+    register("head", "classification", ClassificationHead, ClassificationHeadConfig)
+    register("head", "pooler", Pooler, PoolerConfig)
