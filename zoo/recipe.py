@@ -322,7 +322,7 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
     registry = get_registry()
     errors: list[tuple[str, str]] = []
     data = dict(data)
-    failed: set[str] = set()
+    failed: set[str] = set()  # paths already reported, whose follow-on errors would be noise
 
     arch_name = data.get("architecture")
     arch = None
@@ -331,6 +331,8 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
             arch = registry.get("architecture", arch_name)
         except UnknownComponentError as exc:
             errors.append(("architecture", str(exc)))
+            # What the architecture would have filled in is not missing: it is unknown. Say it once.
+            failed.update(k for k in ("embedding", "head", "positional") if k not in data)
     # The architecture supplies defaults, e.g. vit embeds patches and heads with a classifier.
     if arch is not None:
         arch_config = arch.config()
@@ -444,5 +446,8 @@ def load_recipe(source: str | Path | Mapping[str, Any] | Recipe, **overrides: An
         exc.source = exc.source or label
         raise
     if overrides:
-        data = deep_merge(data, overrides_to_tree(overrides))
+        tree = overrides_to_tree(overrides)
+        if "expect" not in tree:
+            data.pop("expect", None)  # the expected size was of the recipe as written, not as overridden
+        data = deep_merge(data, tree)
     return validate_recipe(data, source=label)

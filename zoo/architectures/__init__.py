@@ -105,8 +105,10 @@ class VitConfig(ArchitectureConfig):
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = super().check_recipe(recipe)
-        if errors or recipe.image_size % recipe.patch_size:
+        if errors:
             return errors
+        if recipe.image_size % recipe.patch_size:
+            return [("patch_size", f"image_size ({recipe.image_size}) must be divisible by patch_size ({recipe.patch_size})")]
         cls = getattr(recipe.embedding, "cls_token", True)
         tokens = (recipe.image_size // recipe.patch_size) ** 2 + int(cls)
         if recipe.max_len != tokens:

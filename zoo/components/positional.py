@@ -1,0 +1,392 @@
+"""Positional encodings: how attention learns where each token sits.
+
+A stack owns ONE positional module, shared by all its layers and handed to every attention as ``pos``.
+Position reaches the model in one of three styles; :class:`PositionalEncoding` has one method per style,
+each the identity (or ``None``) unless a subclass overrides it:
+
+- ``embed(x, positions) -> x``: absolute. A vector per position is added to the (N, L, E) input once,
+  before the first block (``sinusoidal``, ``learned``).
+- ``rotate(q, k, positions) -> (q, k)``: rotary. Every attention rotates its queries and keys by angles
+  proportional to position, so q·k depends only on how far apart the two tokens are (``rope``).
+- ``score_bias(q_pos, k_pos) -> bias | None``: relative bias. Every attention adds a float (N|1, H, L, S)
+  bias to its scores before the softmax (``alibi``, ``t5_relative``).
+
+``positions`` are absolute LongTensor positions of shape (N, L) or (1, L), cache offset included: decoding
+the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from zoo.config import BuildContext, ComponentConfig
+from zoo.hookspecs import hookimpl
+
+
+def positions_for(length: int, offset: int = 0, device: torch.device | str | None = None) -> torch.Tensor:
+    """Positions ``offset .. offset + length - 1`` as a (1, L) LongTensor."""
+    return torch.arange(offset, offset + length, device=device).unsqueeze(0)  # (1, L)
+
+
+def inverse_frequencies(
+    dim: int, base: float, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """``base^(-2i/dim)`` for ``i`` in ``[0, dim/2)``: the angular speed of each sin/cos pair, shape (dim/2,).
+
+    Sinusoidal encodings and RoPE share these speeds: position ``p`` turns pair ``i`` by ``p * speed[i]``.
+    """
+    exponents = torch.arange(0, dim, 2, device=device, dtype=torch.int64).to(dtype) / dim
+    return 1.0 / (base**exponents)
+
+
+class PositionalEncoding(nn.Module):
+    """Base of positional encodings: adds nothing, rotates nothing, biases nothing.
+
+    Subclasses override only the method of their style; attention and models call all three blindly.
+    """
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Add absolute encodings to the input x (N, L, E) at ``positions`` (N|1, L)."""
+        return x
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate q (N, H, L, D) and k (N, Hkv, L, D), both at ``positions`` (N|1, L)."""
+        return q, k
+
+    def score_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        """Float (N|1, H, L, S) bias for queries at q_pos (N|1, L) and keys at k_pos (N|1, S), or None."""
+        return None
+
+
+class NoPositionalEncoding(PositionalEncoding):
+    """No positional information at all (order is then known only through the causal mask, if any)."""
+
+    def __init__(self, d_model: int, *, device=None, dtype=None) -> None:
+        super().__init__()
+
+
+class SinusoidalEncoding(PositionalEncoding):
+    """Fixed sinusoids of Vaswani et al. added to the input.
+
+    ``PE[p, 2i] = sin(p / base^(2i/E))`` and ``PE[p, 2i+1] = cos(p / base^(2i/E))``: sin and cos interleaved.
+
+    The table holds ``max_len`` rows; it is a non-persistent buffer (no parameters, not in the state dict)
+    because it is a pure function of (max_len, d_model, base). The model's token embedding does any
+    ``sqrt(d_model)`` scaling; this module only adds.
+    """
+
+    def __init__(self, d_model: int, *, base: float = 10000.0, max_len: int, device=None, dtype=None) -> None:
+        super().__init__()
+        if d_model % 2:
+            raise ValueError(f"sinusoidal encoding needs an even d_model, got {d_model}")
+        self.base = base
+        table = torch.empty(max_len, d_model, device=device, dtype=dtype)
+        self.register_buffer("table", table, persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """(Re)compute the table, e.g. after ``to_empty()`` from the meta device."""
+        max_len, d_model = self.table.shape
+        # float64 so that every row is exact to the table's dtype, however long the table.
+        speeds = inverse_frequencies(d_model, self.base, dtype=torch.float64)  # (E/2,)
+        angles = torch.arange(max_len, dtype=torch.float64)[:, None] * speeds  # (max_len, E/2)
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (max_len, E): sin, cos, ...
+        with torch.no_grad():
+            self.table.copy_(table)
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x + self.table[positions].to(x.dtype)  # (N, L, E)
+
+
+class LearnedEncoding(PositionalEncoding):
+    """A learned vector per absolute position added to the input (GPT-2, BERT); ``max_len`` rows, no more."""
+
+    def __init__(self, d_model: int, *, max_len: int, device=None, dtype=None) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(max_len, d_model, device=device, dtype=dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # GPT-2 and BERT draw position vectors with std 0.02; nn.Embedding's N(0, 1) would drown the tokens.
+        nn.init.normal_(self.embedding.weight, std=0.02)
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x + self.embedding(positions)  # (N, L, E)
+
+
+def rotary_dims(head_dim: int, rotary_fraction: float) -> int:
+    """How many leading dims of each head RoPE rotates."""
+    return round(head_dim * rotary_fraction)
+
+
+def rotary_problem(head_dim: int, rotary_fraction: float) -> str | None:
+    """Why RoPE cannot rotate ``rotary_fraction`` of ``head_dim`` dims, or None when it can."""
+    rotated = rotary_dims(head_dim, rotary_fraction)
+    if rotated < 2 or rotated % 2:
+        return (
+            f"rope rotates {rotated} of {head_dim} head dims (rotary_fraction {rotary_fraction}); "
+            "that must be an even number" + (" of at least 2" if rotated < 2 else "")
+        )
+    return None
+
+
+class RotaryEmbedding(PositionalEncoding):
+    """Rotary position embedding (RoPE, Su et al.): rotate q and k so that q·k depends on relative position.
+
+    Dims are rotated in pairs, pair ``i`` by angle ``p * theta^(-2i/R)`` at position ``p``, over the first
+    ``R = round(head_dim * rotary_fraction)`` dims of each head; the rest pass through (GPT-NeoX, Phi).
+    ``interleaved=False`` pairs dim ``i`` with ``i + R/2`` (GPT-NeoX / Llama "rotate_half");
+    ``interleaved=True`` pairs adjacent dims ``2i, 2i+1`` (GPT-J, the paper). Weights trained under one
+    convention need the other's q/k projection rows permuted.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        head_dim: int,
+        theta: float = 10000.0,
+        rotary_fraction: float = 1.0,
+        interleaved: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        problem = rotary_problem(head_dim, rotary_fraction)
+        if problem:
+            raise ValueError(problem)
+        self.head_dim = head_dim
+        self.rotary_dim = rotary_dims(head_dim, rotary_fraction)
+        self.theta = theta
+        self.interleaved = interleaved
+        # Where the two members of a pair sit once the rotated dims are split into pairs:
+        # adjacent -> (R/2, 2), pair axis last; halves -> (2, R/2), pair axis second to last.
+        self._pair_shape = (-1, 2) if interleaved else (2, -1)
+        self._pair_dim = -1 if interleaved else -2
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # Angles come from the positions on every call, not from a cos/sin table gathered by position:
+        # the cost is one (N|1, L, R/2) product, any position works (cache offsets past max_len included),
+        # and no float buffer exists for model.to(bfloat16) to round (a bf16 inverse-frequency table is
+        # off by radians at positions in the thousands). Hugging Face's Llama computes them the same way.
+        speeds = inverse_frequencies(self.rotary_dim, self.theta, device=positions.device)  # (R/2,)
+        angles = positions[:, None, :, None].float() * speeds  # (N|1, 1, L, R/2): broadcasts over heads
+        cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        r = self.rotary_dim
+        pairs = x[..., :r].unflatten(-1, self._pair_shape)  # (N, H, L, R/2, 2) or (N, H, L, 2, R/2)
+        x1, x2 = pairs.unbind(self._pair_dim)  # (N, H, L, R/2) each: the two members of every pair
+        rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=self._pair_dim)
+        return torch.cat((rotated.flatten(-2), x[..., r:]), dim=-1)  # (N, H, L, D)
+
+
+def alibi_slopes(num_heads: int) -> list[float]:
+    """Per-head ALiBi slopes (Press et al.): for n heads, a power of two, ``2^(-8/n)`` raised to 1..n.
+
+    For other n, the slopes of the largest power of two p < n, followed by every other slope of 2p until
+    there are n (the rule of the paper's code and BLOOM), so extra heads fall between the existing ones.
+    """
+
+    def geometric(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    p = 2 ** math.floor(math.log2(num_heads))
+    return geometric(p) + geometric(2 * p)[0::2][: num_heads - p]
+
+
+class ALiBi(PositionalEncoding):
+    """Attention with linear biases: each head penalises a key by ``slope_h * |q_pos - k_pos|``.
+
+    The same bias serves causal stacks (Press et al. bias ``slope * (k - q)``, equal on every visible key)
+    and bidirectional ones (symmetric distance, as in MPT/BLOOM-style encoders). No parameters.
+    """
+
+    def __init__(self, d_model: int, *, num_heads: int, device=None, dtype=None) -> None:
+        super().__init__()
+        self.register_buffer("slopes", torch.empty(num_heads, device=device, dtype=dtype), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """(Re)fill the slopes, e.g. after ``to_empty()`` from the meta device."""
+        with torch.no_grad():
+            self.slopes.copy_(torch.tensor(alibi_slopes(self.slopes.numel()), dtype=torch.float64))
+
+    def score_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        distance = (k_pos[:, None, None, :] - q_pos[:, None, :, None]).abs()  # (N|1, 1, L, S)
+        return -self.slopes[:, None, None] * distance  # (N|1, H, L, S)
+
+
+def relative_position_bucket(
+    relative_position: torch.Tensor, *, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
+    """T5's bucket of each ``relative_position = key_position - query_position`` (same shape, long).
+
+    Bidirectional: half the buckets for keys after the query, half for the rest. Causal: keys after the
+    query all fall in bucket 0. Within a direction, distances below half the buckets get a bucket each;
+    longer ones share log-spaced buckets up to ``max_distance``, and everything beyond it shares the last.
+    Identical to ``T5Attention._relative_position_bucket`` of Hugging Face, so T5 weights import as they are.
+    """
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        distance = (-relative_position).clamp(min=0)
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    # clamp(min=1) only keeps log(0) out of the small branch that torch.where discards anyway.
+    log_ratio = torch.log(distance.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + (log_ratio * (num_buckets - max_exact)).long()
+    large = large.clamp(max=num_buckets - 1)
+    return buckets + torch.where(is_small, distance, large)
+
+
+def t5_bucket_problem(num_buckets: int, max_distance: int, causal: bool) -> str | None:
+    """Why T5 buckets cannot be laid out with these settings, or None when they can."""
+    per_direction = num_buckets if causal else num_buckets // 2
+    max_exact = per_direction // 2
+    if max_exact < 1:
+        return f"t5_relative needs num_buckets >= {2 if causal else 4} (causal {causal}), got {num_buckets}"
+    if max_distance <= max_exact:
+        return (
+            f"t5_relative max_distance ({max_distance}) must exceed the {max_exact} exact buckets "
+            f"(num_buckets {num_buckets}, causal {causal})"
+        )
+    return None
+
+
+class T5RelativeBias(PositionalEncoding):
+    """T5's learned relative position bias: one scalar per (bucket of k_pos - q_pos, head), added to scores.
+
+    The table ``relative_attention_bias`` (num_buckets, num_heads) is the only parameter; a stack shares
+    it across its layers, as T5 does (computed in the first layer, reused by the rest).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_heads: int,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        causal: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        problem = t5_bucket_problem(num_buckets, max_distance, causal)
+        if problem:
+            raise ValueError(problem)
+        self.d_model = d_model
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.bidirectional = not causal
+        self.relative_attention_bias = nn.Embedding(num_buckets, num_heads, device=device, dtype=dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # T5's initialisation of this table (std d_model^-0.5).
+        nn.init.normal_(self.relative_attention_bias.weight, std=self.d_model**-0.5)
+
+    def score_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        relative = k_pos[:, None, :] - q_pos[:, :, None]  # (N|1, L, S)
+        buckets = relative_position_bucket(
+            relative,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+        return self.relative_attention_bias(buckets).permute(0, 3, 1, 2)  # (N|1, L, S, H) -> (N|1, H, L, S)
+
+
+class PositionalConfig(ComponentConfig):
+    """Base of positional configs."""
+
+    bounded_by_max_len: ClassVar[bool] = False
+    """True when the encoding has rows for positions below ``max_len`` only: longer sequences are refused."""
+
+
+class NoPositionalConfig(PositionalConfig):
+    type: Literal["none"] = "none"
+
+
+class SinusoidalConfig(PositionalConfig):
+    # The table has max_len rows, so positions past it have no encoding (see SinusoidalEncoding).
+    bounded_by_max_len: ClassVar[bool] = True
+
+    type: Literal["sinusoidal"] = "sinusoidal"
+    base: float = Field(10000.0, gt=1, description="Wavelength scale: pair i has wavelength 2π·base^(2i/E).")
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        problems = []
+        if ctx.d_model % 2:
+            problems.append(f"sinusoidal encoding needs an even d_model, got {ctx.d_model}")
+        if ctx.max_len < 1:
+            problems.append(f"sinusoidal encoding needs max_len >= 1, got {ctx.max_len}")
+        return problems
+
+
+class LearnedConfig(PositionalConfig):
+    bounded_by_max_len: ClassVar[bool] = True
+
+    type: Literal["learned"] = "learned"
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        return (
+            [] if ctx.max_len >= 1 else [f"learned positional encoding needs max_len >= 1, got {ctx.max_len}"]
+        )
+
+
+class RopeConfig(PositionalConfig):
+    type: Literal["rope"] = "rope"
+    theta: float = Field(10000.0, gt=1, description="Base of the rotation speeds (Llama 3: 500000).")
+    rotary_fraction: float = Field(
+        1.0, gt=0, le=1, description="Fraction of each head's dims that are rotated (GPT-NeoX: 0.25)."
+    )
+    interleaved: bool = Field(
+        False,
+        description="Rotate adjacent dim pairs (GPT-J) instead of dims i and i + D/2 (GPT-NeoX, Llama).",
+    )
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        problem = rotary_problem(ctx.head_dim, self.rotary_fraction)
+        return [problem] if problem else []
+
+
+class ALiBiConfig(PositionalConfig):
+    type: Literal["alibi"] = "alibi"
+
+
+class T5RelativeConfig(PositionalConfig):
+    type: Literal["t5_relative"] = "t5_relative"
+    num_buckets: int = Field(
+        32, ge=2, description="Buckets of relative position (split in two if bidirectional)."
+    )
+    max_distance: int = Field(128, ge=2, description="Distances from here on share the last bucket.")
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        problem = t5_bucket_problem(self.num_buckets, self.max_distance, ctx.causal)
+        return [problem] if problem else []
+
+
+@hookimpl
+def register_components(register):
+    register("positional", "none", NoPositionalEncoding, NoPositionalConfig)
+    register("positional", "sinusoidal", SinusoidalEncoding, SinusoidalConfig)
+    register("positional", "learned", LearnedEncoding, LearnedConfig)
+    register("positional", "rope", RotaryEmbedding, RopeConfig)
+    register("positional", "alibi", ALiBi, ALiBiConfig)
+    register("positional", "t5_relative", T5RelativeBias, T5RelativeConfig)
