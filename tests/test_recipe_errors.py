@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 import torch
@@ -112,7 +112,8 @@ def test_every_error_is_reported_at_once():
 def test_file_errors_name_the_file_line_and_column(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nattention: {type: mha\nffn: 1\n")
-    with pytest.raises(zoo.RecipeError, match=r"bad\.yaml: line 3, column 4: invalid YAML: expected .,. or .}., but got .:."):
+    expected = r"bad\.yaml: line 3, column 4: invalid YAML: expected .,. or .}., but got .:."
+    with pytest.raises(zoo.RecipeError, match=expected):
         zoo.load_recipe(bad)
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
@@ -168,7 +169,9 @@ MUTATION_VALUES = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-3, 300),
-    st.floats(-2, 2), st.just(float("nan")), st.just(float("inf")),
+    st.floats(-2, 2),
+    st.just(float("nan")),
+    st.just(float("inf")),
     st.text(max_size=8),
     st.lists(st.integers(-2, 5), max_size=3),
     st.sampled_from(["mha", "gqa", "rope", "moe", "swiglu", "alibi", "1::2", "all"]),

@@ -108,7 +108,8 @@ class VitConfig(ArchitectureConfig):
         if errors:
             return errors
         if recipe.image_size % recipe.patch_size:
-            return [("patch_size", f"image_size ({recipe.image_size}) must be divisible by patch_size ({recipe.patch_size})")]
+            sizes = f"image_size ({recipe.image_size}) must be divisible by patch_size ({recipe.patch_size})"
+            return [("patch_size", sizes)]
         cls = getattr(recipe.embedding, "cls_token", True)
         tokens = (recipe.image_size // recipe.patch_size) ** 2 + int(cls)
         if recipe.max_len != tokens:
