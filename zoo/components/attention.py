@@ -1,0 +1,484 @@
+r"""Attention: multi-head, grouped-query, multi-query, and a mixture of attention heads.
+
+Every variant computes attention with one function, :func:`attend`, a thin layer over
+``F.scaled_dot_product_attention``. MHA, GQA and MQA are one implementation (``GroupedQueryAttention``)
+that differ only in how many key/value heads serve the query heads::
+
+    MHA (Hkv = H)          GQA (1 < Hkv < H)        MQA (Hkv = 1)
+    q   q   q   q          q   q   q   q            q   q   q   q
+    |   |   |   |          \   /   \   /             \   \ /   /
+    kv  kv  kv  kv          kv      kv                    kv
+
+Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads,
+D head_dim, X num_experts, K top_k.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field, model_validator
+from torch import nn
+
+from zoo.cache import CrossKVCache, KVCache
+from zoo.config import BuildContext, ComponentConfig
+from zoo.hookspecs import hookimpl
+
+__all__ = [
+    "attend",
+    "causal_mask",
+    "MultiHeadAttention",
+    "GroupedQueryAttention",
+    "MultiQueryAttention",
+    "MixtureOfAttentionHeads",
+    "AttentionConfig",
+    "MHAConfig",
+    "GQAConfig",
+    "MQAConfig",
+    "MoAConfig",
+]
+
+
+def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:
+    """``(L, S)`` boolean mask, True where a query may see a key; the last query sees every key."""
+    return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(key_len - query_len)
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """Scaled dot-product attention of ``q`` over ``k``/``v``; the one kernel every variant uses.
+
+    Args:
+        q: ``(N, H, L, D)`` queries.
+        k: ``(N, Hkv, S, D)`` keys; ``H`` must be a multiple of ``Hkv``. Each K/V head serves
+            ``H // Hkv`` consecutive query heads without being repeated in memory.
+        v: ``(N, Hkv, S, D)`` values.
+        mask: boolean, True = may attend, broadcastable to ``(N, H, L, S)``. Used exactly as given.
+        bias: float score bias broadcastable to ``(N, H, L, S)`` (ALiBi, T5 buckets), added before softmax.
+        causal: with no ``mask``, query ``i`` sees keys up to ``S - L + i`` (so cached decoding works).
+        scale: score scale; None means ``1 / sqrt(D)``.
+        dropout_p: dropout on the attention weights; pass 0.0 outside training.
+
+    Returns:
+        ``(N, H, L, D)``. A query row with nothing to attend gives zeros, never NaN.
+    """
+    query_len, key_len = q.size(-2), k.size(-2)
+    if causal and mask is None and (bias is not None or query_len != key_len):
+        # SDPA's is_causal aligns the diagonal top-left and takes no bias: spell the mask out instead.
+        mask = causal_mask(query_len, key_len, q.device)
+    gqa = k.size(1) != q.size(1)
+    if mask is None and bias is None:
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, dropout_p=dropout_p, enable_gqa=gqa
+        )
+    keep = None
+    if mask is not None:
+        # A row that may see nothing would softmax over -inf only (NaN in some kernels, and NaN
+        # gradients): let it see everything instead, then zero its output.
+        keep = mask.any(-1, keepdim=True)  # (..., L, 1)
+        mask = mask | ~keep
+    attn_mask = mask
+    if bias is not None:
+        bias = bias.to(q.dtype)
+        attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale, dropout_p=dropout_p, enable_gqa=gqa)
+    return out if keep is None else out * keep
+
+
+def _indivisible(d_model: int, heads: int, name: str) -> str:
+    return f"d_model ({d_model}) must be divisible by {name} ({heads}), or set head_dim"
+
+
+def _resolve_head_dim(d_model: int, heads: int, head_dim: int | None, name: str) -> int:
+    if head_dim is not None:
+        return head_dim
+    if d_model % heads:
+        raise ValueError(_indivisible(d_model, heads, name))
+    return d_model // heads
+
+
+class _Attention(nn.Module):
+    """What every variant shares: K/V from ``x`` or ``context``, positions, caches."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    k_proj: nn.Linear
+    v_proj: nn.Linear
+
+    def __init__(self, *, dropout: float, scale: float | None, causal: bool, cross: bool) -> None:
+        super().__init__()
+        self.dropout = dropout
+        self.scale = scale
+        self.cross = cross
+        self.causal = causal and not cross  # cross-attention always sees the whole encoder output
+
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache | CrossKVCache:
+        """This layer's decoding cache. (Buffers are sized from the first keys, so ``batch_size`` is
+        not needed here; it is part of the interface every layer's ``new_cache`` shares.)"""
+        return CrossKVCache() if self.cross else KVCache(max_len)
+
+    def _split_kv(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n, s, _ = src.shape
+        k = self.k_proj(src).view(n, s, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, S, D)
+        v = self.v_proj(src).view(n, s, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, S, D)
+        return k, v
+
+    def _keys_values(self, x, q, *, context, positions, pos, cache):
+        """``(q, k, v, bias)``: q and new keys rotated by ``pos``, K/V cached, the score bias of ``pos``."""
+        if self.cross:
+            if context is None and cache is None:
+                raise ValueError("cross-attention needs `context` (the encoder output)")
+            # Encoder K/V carry no positions (as in T5 and BART) and, with a cache, are computed once.
+            k, v = self._split_kv(context) if cache is None else cache.get(lambda: self._split_kv(context))
+            return q, k, v, None
+        k, v = self._split_kv(x)  # (N, Hkv, L, D)
+        start = 0 if cache is None else cache.length
+        if positions is None:
+            positions = torch.arange(start, start + x.size(1), device=x.device)[None]  # (1, L)
+        key_positions = positions
+        if pos is not None:
+            q, k = pos.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
+        if cache is not None:
+            k, v = cache.update(k, v)  # (N, Hkv, S, D), every key so far
+            key_positions = torch.arange(k.size(2), device=x.device)[None]  # (1, S)
+        bias = None if pos is None else pos.score_bias(positions, key_positions)
+        return q, k, v, bias
+
+    def _attend(self, q, k, v, mask, bias) -> torch.Tensor:
+        p = self.dropout if self.training else 0.0
+        return attend(q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, dropout_p=p)
+
+
+class GroupedQueryAttention(_Attention):
+    """Grouped-query attention: H query heads share Hkv key/value heads (H = Hkv is MHA, Hkv = 1 MQA).
+
+    Args:
+        d_model: width E of the input and output.
+        num_heads: query heads H.
+        num_kv_heads: key/value heads Hkv, dividing ``num_heads``; None means ``num_heads``.
+        head_dim: features per head D; None means ``d_model // num_heads``.
+        bias: learn biases in the four projections.
+        dropout: dropout on the attention weights, in training only.
+        scale: score scale; None means ``1 / sqrt(head_dim)``.
+        causal: self-attention of a decoder: a position sees itself and earlier ones only.
+        cross: keys and values come from ``context`` (the encoder output) instead of ``x``.
+
+    Raises:
+        ValueError: ``num_heads`` not divisible by ``num_kv_heads``, or ``d_model`` by ``num_heads``
+            when ``head_dim`` is not given.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        causal: bool = False,
+        cross: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(dropout=dropout, scale=scale, causal=causal, cross=cross)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = _resolve_head_dim(d_model, num_heads, head_dim, "num_heads")
+        factory = {"device": device, "dtype": dtype}
+        q_dim, kv_dim = num_heads * self.head_dim, num_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(d_model, q_dim, bias=bias, **factory)
+        self.k_proj = nn.Linear(d_model, kv_dim, bias=bias, **factory)
+        self.v_proj = nn.Linear(d_model, kv_dim, bias=bias, **factory)
+        self.o_proj = nn.Linear(q_dim, d_model, bias=bias, **factory)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: Any = None,
+        cache: KVCache | CrossKVCache | None = None,
+    ) -> torch.Tensor:
+        """``x`` (N, L, E) -> (N, L, E); ``context`` (N, S, E) for cross-attention.
+
+        ``mask`` is boolean (True = may attend), broadcastable to (N, H, L, S); ``positions`` (N|1, L)
+        are absolute positions (default: ``arange`` after the cached ones); ``pos`` is the stack's
+        positional encoding; ``cache`` comes from :meth:`new_cache`.
+        """
+        n, L, _ = x.shape
+        q = self.q_proj(x).view(n, L, self.num_heads, self.head_dim).transpose(1, 2)  # (N, H, L, D)
+        q, k, v, bias = self._keys_values(x, q, context=context, positions=positions, pos=pos, cache=cache)
+        y = self._attend(q, k, v, mask, bias)  # (N, H, L, D)
+        y = y.transpose(1, 2).reshape(n, L, self.num_heads * self.head_dim)  # (N, L, H*D)
+        return self.o_proj(y)
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
+            f"causal={self.causal}, cross={self.cross}"
+        )
+
+
+class MultiHeadAttention(GroupedQueryAttention):
+    """Multi-head attention: every query head has its own key/value head."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_heads: int,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        causal: bool = False,
+        cross: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            d_model,
+            num_heads=num_heads,
+            num_kv_heads=num_heads,
+            head_dim=head_dim,
+            bias=bias,
+            dropout=dropout,
+            scale=scale,
+            causal=causal,
+            cross=cross,
+            device=device,
+            dtype=dtype,
+        )
+
+
+class MultiQueryAttention(GroupedQueryAttention):
+    """Multi-query attention: all query heads share one key/value head (the smallest KV cache)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_heads: int,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        causal: bool = False,
+        cross: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            d_model,
+            num_heads=num_heads,
+            num_kv_heads=1,
+            head_dim=head_dim,
+            bias=bias,
+            dropout=dropout,
+            scale=scale,
+            causal=causal,
+            cross=cross,
+            device=device,
+            dtype=dtype,
+        )
+
+
+class MixtureOfAttentionHeads(_Attention):
+    """Mixture of attention heads (MoA): each token uses top_k of num_experts query/output heads.
+
+    Every expert has its own query and output projection (``head_dim`` wide) over one key/value head
+    shared by all experts; a router picks ``top_k`` experts per token and the token's output is the
+    gate-weighted sum of its experts' outputs (gates: softmax over the chosen logits). Because K/V are
+    shared, the chosen queries of a token are just ``top_k`` query "slots" attending one K/V head: one
+    ``attend`` call, computed exactly. The output projections of all experts form one ``o_proj`` over
+    the ``(X * D)`` features in which the unchosen experts' are zero (so there is one output bias).
+    ``aux_loss`` (set every forward) is the Switch-style load-balancing loss times ``aux_loss_coef``.
+
+    Args:
+        d_model: width E of the input and output.
+        num_experts: head experts X.
+        top_k: experts per token K (the number of heads a positional encoding sees).
+        head_dim: features per head D; None means ``d_model // top_k``.
+        bias, dropout, scale, causal, cross: as in :class:`GroupedQueryAttention`.
+        aux_loss_coef: weight of the load-balancing loss.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_experts: int,
+        top_k: int,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        aux_loss_coef: float = 0.01,
+        causal: bool = False,
+        cross: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(dropout=dropout, scale=scale, causal=causal, cross=cross)
+        if top_k > num_experts:
+            raise ValueError(f"top_k ({top_k}) must be <= num_experts ({num_experts})")
+        self.num_experts = num_experts
+        self.top_k = top_k
+        self.num_heads = top_k
+        self.num_kv_heads = 1
+        self.head_dim = _resolve_head_dim(d_model, top_k, head_dim, "top_k")
+        self.aux_loss_coef = aux_loss_coef
+        self.aux_loss = torch.zeros((), device=device)
+        factory = {"device": device, "dtype": dtype}
+        experts_dim = num_experts * self.head_dim
+        self.q_proj = nn.Linear(d_model, experts_dim, bias=bias, **factory)
+        self.k_proj = nn.Linear(d_model, self.head_dim, bias=bias, **factory)
+        self.v_proj = nn.Linear(d_model, self.head_dim, bias=bias, **factory)
+        self.o_proj = nn.Linear(experts_dim, d_model, bias=bias, **factory)
+        self.router = nn.Linear(d_model, num_experts, bias=False, **factory)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: Any = None,
+        cache: KVCache | CrossKVCache | None = None,
+    ) -> torch.Tensor:
+        """``x`` (N, L, E) -> (N, L, E); arguments as in :meth:`GroupedQueryAttention.forward`."""
+        n, L, _ = x.shape
+        X, K, D = self.num_experts, self.top_k, self.head_dim
+        logits = self.router(x)  # (N, L, X)
+        top_logits, experts = logits.topk(K, dim=-1)  # (N, L, K)
+        gates = top_logits.softmax(dim=-1)  # renormalised over the chosen experts
+        slots = experts.unsqueeze(-1).expand(n, L, K, D)  # which expert's D features each slot uses
+        q = self.q_proj(x).view(n, L, X, D).gather(2, slots).transpose(1, 2)  # (N, K, L, D)
+        q, k, v, bias = self._keys_values(x, q, context=context, positions=positions, pos=pos, cache=cache)
+        y = self._attend(q, k, v, mask, bias)  # (N, K, L, D)
+        y = y.transpose(1, 2) * gates.unsqueeze(-1)  # (N, L, K, D)
+        y = y.new_zeros(n, L, X, D).scatter(2, slots, y)  # (N, L, X, D), unchosen experts zero
+        self.aux_loss = self._balance_loss(logits, experts)
+        return self.o_proj(y.view(n, L, X * D))
+
+    def _balance_loss(self, logits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
+        # Switch Transformer: X * sum_e f_e * P_e is 1 when routing is uniform and grows as it collapses.
+        routed = F.one_hot(experts, self.num_experts).float().mean(dim=(0, 1, 2))  # f_e, over token-slots
+        prob = logits.float().softmax(dim=-1).mean(dim=(0, 1))  # P_e
+        return self.aux_loss_coef * self.num_experts * (routed * prob).sum()
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_experts={self.num_experts}, top_k={self.top_k}, head_dim={self.head_dim}, "
+            f"causal={self.causal}, cross={self.cross}"
+        )
+
+
+class AttentionConfig(ComponentConfig):
+    """Fields shared by multi-head, grouped-query and multi-query attention."""
+
+    num_heads: int = Field(ge=1, description="Query heads.")
+    head_dim: int | None = Field(None, ge=1, description="Features per head; default d_model // num_heads.")
+    bias: bool = Field(True, description="Learn biases in the q/k/v/o projections.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
+    scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim) (T5: 1.0).")
+
+    def head_dim_for(self, d_model: int) -> int:
+        """The head width this config gives in a model of width ``d_model``."""
+        return self.head_dim if self.head_dim is not None else d_model // self.num_heads
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        if self.head_dim is None and ctx.d_model % self.num_heads:
+            return [_indivisible(ctx.d_model, self.num_heads, "num_heads")]
+        return []
+
+
+class MHAConfig(AttentionConfig):
+    type: Literal["mha"] = "mha"
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.num_heads
+
+
+class GQAConfig(AttentionConfig):
+    type: Literal["gqa"] = "gqa"
+    num_kv_heads: int = Field(ge=1, description="Key/value heads; each serves num_heads // num_kv_heads.")
+
+    @model_validator(mode="after")
+    def _kv_heads_divide_heads(self) -> GQAConfig:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
+        return self
+
+
+class MQAConfig(AttentionConfig):
+    type: Literal["mqa"] = "mqa"
+
+    @property
+    def num_kv_heads(self) -> int:
+        return 1
+
+
+class MoAConfig(ComponentConfig):
+    type: Literal["moa"] = "moa"
+    num_experts: int = Field(ge=1, description="Head experts, each with its own query/output projection.")
+    top_k: int = Field(ge=1, description="Experts each token is routed to.")
+    head_dim: int | None = Field(None, ge=1, description="Features per head; default d_model // top_k.")
+    bias: bool = Field(True, description="Learn biases in the q/k/v/o projections.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
+    scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim).")
+    aux_loss_coef: float = Field(0.01, ge=0.0, description="Weight of the load-balancing loss.")
+
+    @model_validator(mode="after")
+    def _top_k_within_experts(self) -> MoAConfig:
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})")
+        return self
+
+    @property
+    def num_heads(self) -> int:
+        """Heads as positional encodings see them: one per chosen expert."""
+        return self.top_k
+
+    @property
+    def num_kv_heads(self) -> int:
+        return 1
+
+    def head_dim_for(self, d_model: int) -> int:
+        """The head width this config gives in a model of width ``d_model``."""
+        return self.head_dim if self.head_dim is not None else d_model // self.top_k
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        if self.head_dim is None and ctx.d_model % self.top_k:
+            return [_indivisible(ctx.d_model, self.top_k, "top_k")]
+        return []
+
+
+@hookimpl
+def register_components(register):
+    register("attention", "mha", MultiHeadAttention, MHAConfig)
+    register("attention", "gqa", GroupedQueryAttention, GQAConfig)
+    register("attention", "mqa", MultiQueryAttention, MQAConfig)
+    register("attention", "moa", MixtureOfAttentionHeads, MoAConfig)
