@@ -28,7 +28,7 @@ __all__ = [
     "UnknownComponentError",
     "ZooError",
     "build",
-    "components",
+    "list_components",
     "count_parameters",
     "get_registry",
     "hookimpl",
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from .recipe import Recipe, load_recipe
 
 
-def components(kind: str | None = None) -> list[Any]:
+def list_components(kind: str | None = None) -> list[Any]:
     """Registered components (``zoo.registry.Component``), of one kind or all."""
     registry = importlib.import_module("zoo.plugins").get_registry()
     return [c for c in registry if kind is None or c.kind == kind]
