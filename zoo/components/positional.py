@@ -54,9 +54,7 @@ class PositionalEncoding(nn.Module):
         """Add absolute encodings to the input x (N, L, E) at ``positions`` (N|1, L)."""
         return x
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate q (N, H, L, D) and k (N, Hkv, L, D), both at ``positions`` (N|1, L)."""
         return q, k
 
@@ -171,9 +169,7 @@ class RotaryEmbedding(PositionalEncoding):
         self._pair_shape = (-1, 2) if interleaved else (2, -1)
         self._pair_dim = -1 if interleaved else -2
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Angles come from the positions on every call, not from a cos/sin table gathered by position:
         # the cost is one (N|1, L, R/2) product, any position works (cache offsets past max_len included),
         # and no float buffer exists for model.to(bfloat16) to round (a bf16 inverse-frequency table is
@@ -345,9 +341,7 @@ class LearnedConfig(PositionalConfig):
     type: Literal["learned"] = "learned"
 
     def check(self, ctx: BuildContext) -> list[str]:
-        return (
-            [] if ctx.max_len >= 1 else [f"learned positional encoding needs max_len >= 1, got {ctx.max_len}"]
-        )
+        return [] if ctx.max_len >= 1 else [f"learned positional encoding needs max_len >= 1, got {ctx.max_len}"]
 
 
 class RopeConfig(PositionalConfig):
@@ -372,9 +366,7 @@ class ALiBiConfig(PositionalConfig):
 
 class T5RelativeConfig(PositionalConfig):
     type: Literal["t5_relative"] = "t5_relative"
-    num_buckets: int = Field(
-        32, ge=2, description="Buckets of relative position (split in two if bidirectional)."
-    )
+    num_buckets: int = Field(32, ge=2, description="Buckets of relative position (split in two if bidirectional).")
     max_distance: int = Field(128, ge=2, description="Distances from here on share the last bucket.")
 
     def check(self, ctx: BuildContext) -> list[str]:

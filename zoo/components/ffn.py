@@ -1,0 +1,267 @@
+"""Position-wise feed-forward networks: the classic two-layer MLP and the gated family (SwiGLU, ...).
+
+Every FFN maps ``(N, L, E) -> (N, L, E)`` and acts on each position independently. They share one
+constructor shape, ``Cls(d_model, *, hidden=None, ..., bias, dropout, device=None, dtype=None)``, so a
+recipe can swap one for another by changing ``type``. Activations are looked up by name in
+``ACTIVATIONS`` through ``activation_module``, the one place that turns a name into a module.
+
+Dropout, when enabled, is applied once, to the FFN output (after ``down_proj``), as in GPT-2 and BERT:
+the block around the FFN should therefore not add a second dropout on this branch.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+import torch.nn as nn
+from pydantic import Field
+
+from zoo.config import ComponentConfig
+from zoo.hookspecs import hookimpl
+
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
+
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,  # exact (erf) GELU, as in BERT and GeGLU
+    "gelu_tanh": functools.partial(nn.GELU, approximate="tanh"),  # GPT-2's approximation
+    "silu": nn.SiLU,
+}
+"""Activation name -> zero-argument constructor of the activation module."""
+
+
+def activation_module(name: str) -> nn.Module:
+    """A fresh activation module for ``name`` (one of ``ACTIVATIONS``).
+
+    Raises:
+        ValueError: ``name`` is not a known activation; the message lists the choices.
+    """
+    try:
+        return ACTIVATIONS[name]()
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}; choose one of: {', '.join(ACTIVATIONS)}") from None
+
+
+def _dropout(p: float) -> nn.Module:
+    # Identity when off keeps forward a straight line and adds nothing to the module tree's behaviour.
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
+class MLP(nn.Module):
+    """Two-layer MLP: down_proj(act(up_proj(x))), hidden = 4 * d_model by default (GPT-2, BERT, ViT).
+
+    Args:
+        d_model: width E of the input and output.
+        hidden: width H of the hidden layer; ``None`` means ``4 * d_model``.
+        activation: a name from ``ACTIVATIONS``.
+        bias: whether both projections have a bias.
+        dropout: dropout probability on the output.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        hidden: int | None = None,
+        activation: str = "gelu",
+        bias: bool = True,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        factory_kwargs = {"device": device, "dtype": dtype}
+        hidden = 4 * d_model if hidden is None else hidden
+        self.up_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
+        self.act = activation_module(activation)
+        self.down_proj = nn.Linear(hidden, d_model, bias=bias, **factory_kwargs)
+        self.dropout = _dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (N, L, E) -> (N, L, E); H is the hidden width."""
+        h = self.act(self.up_proj(x))  # (N, L, H)
+        return self.dropout(self.down_proj(h))  # (N, L, E)
+
+
+def gated_hidden(d_model: int, multiple_of: int = 256) -> int:
+    """Default hidden width of a gated FFN: ``int(8 * d_model / 3)`` rounded up to ``multiple_of``.
+
+    Two thirds of the MLP's ``4 * d_model`` keeps the parameter count of three matrices close to that of
+    the two-matrix MLP; rounding up keeps matmuls aligned. This is Llama's rule (4096 -> 11008).
+    """
+    return multiple_of * math.ceil(int(8 * d_model / 3) / multiple_of)
+
+
+class GatedMLP(nn.Module):
+    """Gated FFN: down_proj(act(gate_proj(x)) * up_proj(x)) (GLU variants, Shazeer 2020).
+
+    ``SwiGLU``, ``GeGLU`` and ``ReGLU`` are this module with the activation fixed by their name.
+
+    Args:
+        d_model: width E of the input and output.
+        hidden: width H of the gate and up projections; ``None`` means ``gated_hidden(d_model,
+            multiple_of)``.
+        activation: a name from ``ACTIVATIONS``, applied to the gate.
+        multiple_of: rounding of the default hidden width (ignored when ``hidden`` is given).
+        bias: whether the three projections have a bias (Llama and PaLM use none).
+        dropout: dropout probability on the output.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        hidden: int | None = None,
+        activation: str = "silu",
+        multiple_of: int = 256,
+        bias: bool = False,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        factory_kwargs = {"device": device, "dtype": dtype}
+        hidden = gated_hidden(d_model, multiple_of) if hidden is None else hidden
+        self.gate_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
+        self.up_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
+        self.act = activation_module(activation)
+        self.down_proj = nn.Linear(hidden, d_model, bias=bias, **factory_kwargs)
+        self.dropout = _dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (N, L, E) -> (N, L, E); H is the hidden width."""
+        h = self.act(self.gate_proj(x)) * self.up_proj(x)  # (N, L, H)
+        return self.dropout(self.down_proj(h))  # (N, L, E)
+
+
+class SwiGLU(GatedMLP):
+    """SwiGLU FFN: down_proj(silu(gate_proj(x)) * up_proj(x)) (PaLM, Llama, Mistral)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        hidden: int | None = None,
+        multiple_of: int = 256,
+        bias: bool = False,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            d_model,
+            hidden=hidden,
+            activation="silu",
+            multiple_of=multiple_of,
+            bias=bias,
+            dropout=dropout,
+            device=device,
+            dtype=dtype,
+        )
+
+
+class GeGLU(GatedMLP):
+    """GeGLU FFN: down_proj(gelu(gate_proj(x)) * up_proj(x)), exact erf GELU (Shazeer 2020)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        hidden: int | None = None,
+        multiple_of: int = 256,
+        bias: bool = False,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            d_model,
+            hidden=hidden,
+            activation="gelu",
+            multiple_of=multiple_of,
+            bias=bias,
+            dropout=dropout,
+            device=device,
+            dtype=dtype,
+        )
+
+
+class ReGLU(GatedMLP):
+    """ReGLU FFN: down_proj(relu(gate_proj(x)) * up_proj(x))."""
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        hidden: int | None = None,
+        multiple_of: int = 256,
+        bias: bool = False,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            d_model,
+            hidden=hidden,
+            activation="relu",
+            multiple_of=multiple_of,
+            bias=bias,
+            dropout=dropout,
+            device=device,
+            dtype=dtype,
+        )
+
+
+class MLPConfig(ComponentConfig):
+    """Two-layer MLP."""
+
+    type: Literal["mlp"] = "mlp"
+    hidden: int | None = Field(None, ge=1, description="Hidden width; None means 4 * d_model.")
+    activation: Activation = Field("gelu", description="Activation between the two projections.")
+    bias: bool = Field(True, description="Bias on both projections.")
+    dropout: float = Field(0.0, ge=0.0, le=1.0, description="Dropout probability on the output.")
+
+
+class GatedConfig(ComponentConfig):
+    """Fields shared by the gated FFNs; the activation is fixed by the component's name."""
+
+    hidden: int | None = Field(
+        None, ge=1, description="Hidden width; None means int(8 * d_model / 3) rounded up to multiple_of."
+    )
+    multiple_of: int = Field(256, ge=1, description="Rounding of the default hidden width.")
+    bias: bool = Field(False, description="Bias on the three projections.")
+    dropout: float = Field(0.0, ge=0.0, le=1.0, description="Dropout probability on the output.")
+
+
+class SwiGLUConfig(GatedConfig):
+    """SwiGLU: silu-gated FFN."""
+
+    type: Literal["swiglu"] = "swiglu"
+
+
+class GeGLUConfig(GatedConfig):
+    """GeGLU: gelu-gated FFN."""
+
+    type: Literal["geglu"] = "geglu"
+
+
+class ReGLUConfig(GatedConfig):
+    """ReGLU: relu-gated FFN."""
+
+    type: Literal["reglu"] = "reglu"
+
+
+@hookimpl
+def register_components(register):
+    register("ffn", "mlp", MLP, MLPConfig)
+    register("ffn", "swiglu", SwiGLU, SwiGLUConfig)
+    register("ffn", "geglu", GeGLU, GeGLUConfig)
+    register("ffn", "reglu", ReGLU, ReGLUConfig)
