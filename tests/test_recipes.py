@@ -140,3 +140,19 @@ def test_tiny_forward_compiles_fullgraph(name):
         expected = model(**inputs)
         got = compiled(**inputs)
     torch.testing.assert_close(got.logits, expected.logits, rtol=1e-4, atol=1e-4)
+
+
+def test_forward_never_touches_the_registry_or_pluggy(monkeypatch):
+    models = {name: zoo.build(name) for name in TINY}
+    inputs = {name: tiny_inputs(model) for name, model in models.items()}
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("registry or plugin manager used inside forward")
+
+    monkeypatch.setattr(zoo.registry.Registry, "get", forbidden)
+    monkeypatch.setattr(zoo.registry.Registry, "__iter__", forbidden)
+    monkeypatch.setattr(zoo.plugins, "get_registry", forbidden)
+    monkeypatch.setattr(zoo.plugins, "load_plugins", forbidden)
+    monkeypatch.setattr(zoo.plugins.pm, "_hookexec", forbidden)
+    for name, model in models.items():
+        assert torch.isfinite(model(**inputs[name]).loss)

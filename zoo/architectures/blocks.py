@@ -210,7 +210,15 @@ def collect_aux_losses(model: nn.Module) -> list[nn.Module]:
     return [m for m in model.modules() if hasattr(m, "aux_loss") and m is not model]
 
 
-def sum_aux_losses(modules: list[nn.Module]) -> torch.Tensor | None:
-    if not modules:
-        return None
-    return sum(m.aux_loss for m in modules)
+def head_losses(
+    head: nn.Module, logits: torch.Tensor, labels: torch.Tensor | None, aux_modules: list[nn.Module]
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(loss, aux_loss): the head's loss on ``labels`` plus the summed auxiliary (MoE balancing) losses.
+
+    ``loss`` is what to backpropagate, so it includes ``aux_loss``; it is None without labels.
+    """
+    aux = sum(m.aux_loss for m in aux_modules) if aux_modules else None
+    if labels is None:
+        return None, aux
+    loss = head.loss(logits, labels)
+    return (loss + aux if aux is not None else loss), aux

@@ -12,7 +12,7 @@ from .blocks import (
     build_mask,
     collect_aux_losses,
     default_positions,
-    sum_aux_losses,
+    head_losses,
 )
 from .stack import tie
 
@@ -52,11 +52,9 @@ class DecoderModel(TransformerStack):
         )
         h = self.run(self.embedding(input_ids), positions=positions, mask=mask, caches=cache.layers if cache else None)
         logits = self.head(h)  # (N, L, V)
-        aux = sum_aux_losses(self._aux_modules)
-        loss = None
-        if labels is not None:
-            loss = self.head.loss(logits[:, :-1], labels[:, 1:])
-            loss = loss + aux if aux is not None else loss
+        loss, aux = head_losses(
+            self.head, logits[:, :-1], labels[:, 1:] if labels is not None else None, self._aux_modules
+        )
         if cache is not None:
             cache.length += L
         return ModelOutput(logits=logits, loss=loss, aux_loss=aux, cache=cache, hidden_states=h)

@@ -11,7 +11,7 @@ from .blocks import (
     build_mask,
     collect_aux_losses,
     default_positions,
-    sum_aux_losses,
+    head_losses,
 )
 from .stack import tie
 
@@ -44,9 +44,5 @@ class EncoderModel(TransformerStack):
         mask = build_mask(L, attention_mask, causal=False, device=input_ids.device)
         h = self.run(self.embedding(input_ids, token_type_ids), positions=positions, mask=mask)
         logits = self.head(h, mask=attention_mask)
-        aux = sum_aux_losses(self._aux_modules)
-        loss = None
-        if labels is not None:
-            loss = self.head.loss(logits, labels)
-            loss = loss + aux if aux is not None else loss
+        loss, aux = head_losses(self.head, logits, labels, self._aux_modules)
         return ModelOutput(logits=logits, loss=loss, aux_loss=aux, hidden_states=h)

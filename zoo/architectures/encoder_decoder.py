@@ -13,7 +13,7 @@ from .blocks import (
     build_mask,
     collect_aux_losses,
     default_positions,
-    sum_aux_losses,
+    head_losses,
 )
 from .stack import tie
 
@@ -97,11 +97,7 @@ class EncoderDecoderModel(nn.Module):
             cross_caches=cache.cross if cache is not None else None,
         )
         logits = self.head(h)  # (N, T, V)
-        aux = sum_aux_losses(self._aux_modules)
-        loss = None
-        if labels is not None:
-            loss = self.head.loss(logits, labels)
-            loss = loss + aux if aux is not None else loss
+        loss, aux = head_losses(self.head, logits, labels, self._aux_modules)
         if cache is not None:
             cache.length += T
         return ModelOutput(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .blocks import ModelOutput, TransformerStack, collect_aux_losses, default_positions, sum_aux_losses
+from .blocks import ModelOutput, TransformerStack, collect_aux_losses, default_positions, head_losses
 
 
 class VisionTransformer(TransformerStack):
@@ -21,9 +21,5 @@ class VisionTransformer(TransformerStack):
         x = self.embedding(images)  # (N, 1 + num_patches, E)
         h = self.run(x, positions=default_positions(x.shape[1], device=x.device))
         logits = self.head(h)  # (N, num_classes)
-        aux = sum_aux_losses(self._aux_modules)
-        loss = None
-        if labels is not None:
-            loss = self.head.loss(logits, labels)
-            loss = loss + aux if aux is not None else loss
+        loss, aux = head_losses(self.head, logits, labels, self._aux_modules)
         return ModelOutput(logits=logits, loss=loss, aux_loss=aux, hidden_states=h)
