@@ -30,11 +30,13 @@ __all__ = [
     "build",
     "list_components",
     "count_parameters",
+    "from_hf",
     "get_registry",
     "hookimpl",
     "load",
     "load_recipe",
     "save",
+    "to_hf",
 ]
 
 _LAZY = {
@@ -46,6 +48,8 @@ _LAZY = {
     "ComponentConfig": "zoo.config",
     "Spec": "zoo.config",
     "get_registry": "zoo.plugins",
+    "from_hf": "zoo.hf",
+    "to_hf": "zoo.hf",
     "PLUGIN_API_VERSION": "zoo.plugins",
     "save": "zoo.checkpoint",
     "load": "zoo.checkpoint",
@@ -55,6 +59,7 @@ if TYPE_CHECKING:
     from .builder import build, count_parameters
     from .checkpoint import load, save
     from .config import BuildContext, ComponentConfig, Spec
+    from .hf import from_hf, to_hf
     from .plugins import PLUGIN_API_VERSION, get_registry
     from .recipe import Recipe, load_recipe
 

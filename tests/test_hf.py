@@ -1,0 +1,479 @@
+"""Parity with Hugging Face transformers: randomly initialised reference models of every supported family,
+built locally from small configs (no downloads), saved with ``save_pretrained``, imported with zoo.
+
+For each family, two or more configs that differ in shape: the same parameter count; outputs within 1e-4
+(fp32) on random inputs, padded batches included; the same greedy 20-token continuations for the decoders
+and T5; the same experts per token for Mixtral; and zoo -> HF -> zoo gives back the checkpoint bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import zoo
+from zoo.hf import from_hf, to_hf
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+TOLERANCE = 1e-4
+NEW_TOKENS = 20
+
+
+@dataclass(frozen=True)
+class Case:
+    family: str
+    hf_class: str
+    config: dict[str, Any]
+
+
+CASES = {
+    "gpt2-tied": Case("gpt2", "GPT2LMHeadModel", dict(vocab_size=96, n_positions=64, n_embd=32, n_layer=2, n_head=4)),
+    "gpt2-untied-gelu": Case(
+        "gpt2",
+        "GPT2LMHeadModel",
+        dict(
+            vocab_size=80,
+            n_positions=48,
+            n_embd=48,
+            n_layer=3,
+            n_head=6,
+            n_inner=80,
+            activation_function="gelu",
+            layer_norm_epsilon=1e-6,
+            tie_word_embeddings=False,
+        ),
+    ),
+    "bert-model": Case(
+        "bert",
+        "BertModel",
+        dict(
+            vocab_size=96,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        ),
+    ),
+    "bert-mlm": Case(
+        "bert",
+        "BertForMaskedLM",
+        dict(
+            vocab_size=80,
+            hidden_size=48,
+            num_hidden_layers=3,
+            num_attention_heads=3,
+            intermediate_size=80,
+            max_position_embeddings=40,
+            type_vocab_size=3,
+            layer_norm_eps=1e-7,
+        ),
+    ),
+    "bert-classifier": Case(
+        "bert",
+        "BertForSequenceClassification",
+        dict(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=48,
+            max_position_embeddings=32,
+            hidden_act="relu",
+            num_labels=3,
+        ),
+    ),
+    "vit-rgb": Case(
+        "vit",
+        "ViTForImageClassification",
+        dict(
+            image_size=16,
+            patch_size=4,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            num_labels=5,
+        ),
+    ),
+    "vit-gray": Case(
+        "vit",
+        "ViTForImageClassification",
+        dict(
+            image_size=12,
+            patch_size=3,
+            num_channels=1,
+            hidden_size=48,
+            num_hidden_layers=3,
+            num_attention_heads=6,
+            intermediate_size=96,
+            hidden_act="gelu_new",
+            layer_norm_eps=1e-6,
+            num_labels=3,
+        ),
+    ),
+    "t5-relu-tied": Case(
+        "t5",
+        "T5ForConditionalGeneration",
+        dict(vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4),
+    ),
+    "t5-gated-silu": Case(
+        "t5",
+        "T5ForConditionalGeneration",
+        dict(
+            vocab_size=80,
+            d_model=48,
+            d_kv=16,
+            d_ff=72,
+            num_layers=3,
+            num_decoder_layers=2,
+            num_heads=2,
+            relative_attention_num_buckets=16,
+            relative_attention_max_distance=32,
+            feed_forward_proj="gated-silu",
+            tie_word_embeddings=False,  # T5 v1.1 style: no rescaling of the decoder output
+        ),
+    ),
+    "llama-gqa": Case(
+        "llama",
+        "LlamaForCausalLM",
+        dict(
+            vocab_size=96,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        ),
+    ),
+    "llama-mqa-biased-tied": Case(
+        "llama",
+        "LlamaForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=48,
+            intermediate_size=80,
+            num_hidden_layers=3,
+            num_attention_heads=6,
+            num_key_value_heads=1,
+            head_dim=16,
+            attention_bias=True,
+            mlp_bias=True,
+            tie_word_embeddings=True,
+            rms_norm_eps=1e-5,
+            rope_theta=500000.0,
+            max_position_embeddings=64,
+        ),
+    ),
+    "mixtral-4x2": Case(
+        "mixtral",
+        "MixtralForCausalLM",
+        dict(
+            vocab_size=96,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            max_position_embeddings=128,
+        ),
+    ),
+    "mixtral-6x3": Case(
+        "mixtral",
+        "MixtralForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=48,
+            intermediate_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=6,
+            num_key_value_heads=3,
+            num_local_experts=6,
+            num_experts_per_tok=3,
+            tie_word_embeddings=True,
+            rope_theta=10000.0,
+            max_position_embeddings=64,
+        ),
+    ),
+}
+
+CONFIGS = {
+    "gpt2": "GPT2Config",
+    "bert": "BertConfig",
+    "vit": "ViTConfig",
+    "t5": "T5Config",
+    "llama": "LlamaConfig",
+    "mixtral": "MixtralConfig",
+}
+DECODERS = [name for name, case in CASES.items() if case.family in ("gpt2", "llama", "mixtral")]
+GENERATORS = DECODERS + [name for name, case in CASES.items() if case.family == "t5"]
+
+
+@dataclass
+class Reference:
+    case: Case
+    hf: torch.nn.Module
+    model: torch.nn.Module
+    folder: Path
+
+
+def reference_model(case: Case) -> torch.nn.Module:
+    """A randomly initialised HF model; every parameter (norm scales and biases too) nudged off its init."""
+    torch.manual_seed(0)
+    config = getattr(transformers, CONFIGS[case.family])(**case.config)
+    hf = getattr(transformers, case.hf_class)(config).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    return hf
+
+
+def saved_and_imported(name: str, folder: Path) -> Reference:
+    """The reference model of case ``name``, saved with save_pretrained into ``folder`` and imported by zoo."""
+    case = CASES[name]
+    hf = reference_model(case)
+    hf.save_pretrained(folder)
+    return Reference(case, hf, from_hf(folder).eval(), folder)
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def ref(request, tmp_path_factory) -> Reference:
+    return saved_and_imported(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def padded_ids(vocab_size: int, batch: int = 3, length: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random ids and a mask: row 0 full, row 1 right-padded, row 2 left-padded (left only for decoders)."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(1, vocab_size, (batch, length), generator=g)
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[1, -4:] = 0
+    mask[2, :3] = 0
+    return ids, mask
+
+
+def max_differences(ref: Reference) -> dict[str, float]:
+    """Max |HF - zoo| of each output the family compares, on a padded batch (real positions only)."""
+    hf, model, family = ref.hf, ref.model, ref.case.family
+    config = hf.config
+    with torch.no_grad():
+        if family == "vit":
+            size, channels = config.image_size, config.num_channels
+            images = torch.randn(3, channels, size, size, generator=torch.Generator().manual_seed(1))
+            return {"logits": (hf(pixel_values=images).logits - model(images).logits).abs().max().item()}
+        ids, mask = padded_ids(config.vocab_size)
+        if family in ("gpt2", "llama", "mixtral"):
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts the real tokens' positions
+            expected = hf(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+            actual = model(ids, attention_mask=mask, positions=positions).logits
+            return {"logits": (expected - actual)[mask.bool()].abs().max().item()}
+        if family == "bert":
+            mask[2] = 1
+            mask[2, -7:] = 0  # BERT pads on the right
+            types = torch.randint(0, config.type_vocab_size, ids.shape, generator=torch.Generator().manual_seed(2))
+            out = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
+            zoo_out = model(ids, attention_mask=mask, token_type_ids=types)
+            real = mask.bool()
+            hidden = (out.hidden_states[-1] - zoo_out.hidden_states)[real].abs().max().item()
+            if ref.case.hf_class == "BertModel":
+                return {"hidden": hidden, "pooled": (out.pooler_output - zoo_out.logits).abs().max().item()}
+            logits = out.logits - zoo_out.logits
+            return {"hidden": hidden, "logits": (logits[real] if logits.dim() == 3 else logits).abs().max().item()}
+        # t5: padded source, full target starting with the decoder start token
+        mask[2] = 1
+        mask[2, -6:] = 0
+        target = torch.randint(1, config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
+        target[:, 0] = config.pad_token_id
+        out = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target)
+        zoo_out = model(ids, target, attention_mask=mask)
+        encoder = (out.encoder_last_hidden_state - zoo_out.encoder_hidden)[mask.bool()].abs().max().item()
+        return {"encoder": encoder, "logits": (out.logits - zoo_out.logits).abs().max().item()}
+
+
+def test_same_parameter_count(ref):
+    assert zoo.count_parameters(ref.model) == sum(p.numel() for p in ref.hf.parameters())
+
+
+def test_outputs_match_on_padded_batches(ref):
+    differences = max_differences(ref)
+    assert all(d < TOLERANCE for d in differences.values()), differences
+
+
+def greedy_hf(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    config = copy.deepcopy(hf.generation_config)
+    config.do_sample, config.max_new_tokens = False, NEW_TOKENS
+    # No token may end a sequence early. (An eos_token_id of None in a config passed to generate() is filled
+    # from the model's own generation config, so the model's is replaced.)
+    config.eos_token_id, config.pad_token_id = None, 0
+    if hf.config.is_encoder_decoder:
+        config.decoder_start_token_id = hf.config.pad_token_id
+    hf.generation_config = config
+    with torch.no_grad():
+        return hf.generate(ids, attention_mask=torch.ones_like(ids))
+
+
+@torch.no_grad()
+def greedy_zoo(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Greedy decoding with zoo's forward and KV cache: prefill once, then one token per step."""
+    if model.recipe.architecture == "encoder-decoder":
+        encoded = model.encode(ids)
+        tokens = torch.full((ids.shape[0], 1), model.decoder_start_token_id)
+        cache = model.new_cache(ids.shape[0], NEW_TOKENS + 1)
+        step = tokens
+        for _ in range(NEW_TOKENS):
+            logits = model(decoder_input_ids=step, encoder_hidden=encoded, cache=cache).logits
+            step = logits[:, -1].argmax(-1, keepdim=True)
+            tokens = torch.cat([tokens, step], dim=1)
+        return tokens
+    cache = model.new_cache(ids.shape[0], ids.shape[1] + NEW_TOKENS)
+    tokens, step = ids, ids
+    for _ in range(NEW_TOKENS):
+        step = model(step, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat([tokens, step], dim=1)
+    return tokens
+
+
+@pytest.fixture(scope="module", params=GENERATORS)
+def generator_ref(request, tmp_path_factory) -> Reference:
+    return saved_and_imported(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def test_greedy_generation_matches_for_20_tokens(generator_ref):
+    ref = generator_ref
+    prompts = torch.randint(1, ref.hf.config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(3))
+    expected = greedy_hf(ref.hf, prompts)
+    prompt_len = 1 if ref.hf.config.is_encoder_decoder else prompts.shape[1]
+    assert expected.shape == (2, prompt_len + NEW_TOKENS)  # nothing stopped early
+    assert torch.equal(greedy_zoo(ref.model, prompts), expected)
+
+
+def test_zoo_generate_matches_hf_greedy_generation(generator_ref):
+    generate = pytest.importorskip("zoo.generate").generate
+    ref = generator_ref
+    prompts = torch.randint(1, ref.hf.config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(5))
+    expected = greedy_hf(ref.hf, prompts)
+    new = expected[:, -NEW_TOKENS:].tolist()
+    assert generate(ref.model, prompts, max_new_tokens=NEW_TOKENS).tokens == new
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c.family == "mixtral"])
+def test_mixtral_routes_every_token_to_the_same_experts(name, tmp_path):
+    ref = saved_and_imported(name, tmp_path)
+    case, hf, model = ref.case, ref.hf, ref.model
+    moe_inputs: list[torch.Tensor] = []
+    hooks = [b.ffn.register_forward_hook(lambda m, args, out: moe_inputs.append(args[0])) for b in model.blocks]
+    ids = torch.randint(1, case.config["vocab_size"], (3, 16), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        router_logits = hf(input_ids=ids, output_router_logits=True).router_logits
+        model(ids)
+    for h in hooks:
+        h.remove()
+    k = case.config["num_experts_per_tok"]
+    assert len(router_logits) == len(moe_inputs) == case.config["num_hidden_layers"]
+    for layer, (logits, x) in enumerate(zip(router_logits, moe_inputs, strict=True)):
+        _, chosen, _ = model.blocks[layer].ffn.route(x)
+        expected = logits.reshape(-1, logits.shape[-1]).topk(k, dim=-1).indices
+        assert torch.equal(chosen, expected), f"layer {layer}"
+        assert len(chosen.unique()) > 1  # the routing is not degenerate
+
+
+def test_round_trip_gives_back_the_checkpoint_bit_for_bit(ref, tmp_path):
+    """zoo -> HF writes the same tensors save_pretrained wrote; HF loads them and zoo reads them back exactly."""
+    to_hf(ref.model, tmp_path)
+    original, exported = load_file(ref.folder / "model.safetensors"), load_file(tmp_path / "model.safetensors")
+    assert sorted(exported) == sorted(original)
+    for name, tensor in original.items():
+        assert torch.equal(exported[name], tensor), name
+
+    back = from_hf(tmp_path)
+    for (name, a), b in zip(ref.model.state_dict().items(), back.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+    reloaded = type(ref.hf).from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(ref.hf)
+    assert sum(p.numel() for p in reloaded.parameters()) == sum(p.numel() for p in ref.hf.parameters())
+    inputs = {"input_ids": padded_ids(ref.hf.config.vocab_size)[0]} if ref.case.family != "vit" else {}
+    if ref.case.family == "vit":
+        size = ref.hf.config.image_size
+        inputs["pixel_values"] = torch.randn(2, ref.hf.config.num_channels, size, size)
+    if ref.case.family == "t5":
+        inputs["decoder_input_ids"] = inputs["input_ids"][:, :5]
+    with torch.no_grad():
+        expected, actual = ref.hf(**inputs), reloaded(**inputs)
+    key = "pooler_output" if ref.case.hf_class == "BertModel" else "logits"
+    assert torch.equal(expected[key], actual[key])
+
+
+MIXTRAL_TINY = {
+    "extends": "llama-tiny",
+    "name": "mixtral-tiny",
+    "ffn": {"type": "moe", "num_experts": 4, "top_k": 2, "expert": {"type": "swiglu", "hidden": 48}},
+}
+ZOO_MODELS = {
+    "gpt-tiny": ("gpt-tiny", {}),
+    "gpt-tiny-untied": ("gpt-tiny", {"head.tie_embeddings": False}),
+    "bert-tiny-mlm": ("bert-tiny", {}),
+    "bert-tiny-pooler": ("bert-tiny", {"head": {"type": "pooler"}}),
+    "bert-tiny-classifier": ("bert-tiny", {"head": {"type": "classification", "pooler": True}, "num_classes": 4}),
+    "vit-tiny": ("vit-tiny", {}),
+    "t5-tiny": ("t5-tiny", {}),
+    "t5-tiny-untied-swiglu": (
+        "t5-tiny",
+        {"ffn": {"type": "swiglu", "hidden": 96}, "head.tie_embeddings": False, "head.rescale": False},
+    ),
+    "t5-tiny-tied-unscaled-reglu": ("t5-tiny", {"ffn": {"type": "reglu", "hidden": 96}, "head.rescale": False}),
+    "llama-tiny": ("llama-tiny", {}),
+    "llama-tiny-mqa-biased-untied": (
+        "llama-tiny",
+        {
+            "attention": {"type": "mqa", "num_heads": 4, "head_dim": 24, "bias": True},
+            "ffn.bias": True,
+            "head.tie_embeddings": False,
+        },
+    ),
+    "mixtral-tiny": (MIXTRAL_TINY, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZOO_MODELS))
+def test_transformers_loads_zoo_exports_with_the_same_outputs(name, tmp_path):
+    recipe, overrides = ZOO_MODELS[name]
+    torch.manual_seed(0)
+    model = zoo.build(recipe, **overrides).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    to_hf(model, tmp_path)
+    hf_class = getattr(transformers, transformers.AutoConfig.from_pretrained(tmp_path).architectures[0])
+    hf = hf_class.from_pretrained(tmp_path).eval()
+    assert sum(p.numel() for p in hf.parameters()) == zoo.count_parameters(model)
+    r = model.recipe
+    with torch.no_grad():
+        if r.architecture == "vit":
+            images = torch.randn(2, r.num_channels, r.image_size, r.image_size)
+            expected, actual = hf(pixel_values=images).logits, model(images).logits
+        elif r.architecture == "encoder-decoder":
+            ids, mask = padded_ids(r.vocab_size)
+            mask[2] = 1
+            mask[2, -5:] = 0
+            target = ids[:, :6]
+            expected = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+            actual = model(ids, target, attention_mask=mask).logits
+        else:
+            ids, mask = padded_ids(r.vocab_size)
+            mask[2] = 1  # no left padding: compare every real position with HF's default positions
+            expected, actual = hf(input_ids=ids, attention_mask=mask), model(ids, attention_mask=mask).logits
+            expected = expected.pooler_output if r.head.type == "pooler" else expected.logits
+            if expected.dim() == 3:
+                expected, actual = expected[mask.bool()], actual[mask.bool()]
+    assert (expected - actual).abs().max().item() < TOLERANCE

@@ -1,0 +1,227 @@
+"""Hugging Face checkpoints in and out: GPT-2, BERT, ViT, T5, Llama and Mixtral.
+
+    model = zoo.hf.from_hf("path/to/hf-folder")        # config.json + weights -> a zoo model
+    zoo.hf.to_hf(model, "path/to/out")                 # -> config.json + model.safetensors in HF's layout
+
+A folder's ``config.json`` becomes a zoo recipe (``model.recipe``) and its weights are renamed and
+reshaped into the zoo model through the family's table (``zoo/hf/<family>.py``). Nothing here needs
+``transformers``: configs are read with ``json`` and weights with ``safetensors`` or
+``torch.load(weights_only=True)``. Config options zoo cannot reproduce, and missing, unexpected or
+mis-shaped weights, are refused with one ``HFImportError`` that names them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.errors import HFExportError, HFImportError
+
+from .bert import BERT
+from .gpt2 import GPT2
+from .io import read_config, read_names, read_weights, write_checkpoint
+from .llama import LLAMA, MIXTRAL
+from .mapping import Family, compare, expected_shapes, links, to_hf_state, to_zoo_state, unsupported, zoo_tensors
+from .t5 import T5
+from .vit import VIT
+
+__all__ = [
+    "FAMILIES",
+    "Conversion",
+    "Family",
+    "HFExportError",
+    "HFImportError",
+    "export_checkpoint",
+    "family_of",
+    "from_hf",
+    "hf_recipe",
+    "import_checkpoint",
+    "load_hf_weights",
+    "to_hf",
+]
+
+FAMILIES: dict[str, Family] = {f.model_type: f for f in (GPT2, BERT, VIT, T5, LLAMA, MIXTRAL)}
+"""HF ``model_type`` -> the family that imports it."""
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What an import or export wrote, for the CLI to show."""
+
+    family: str
+    hf_class: str
+    parameters: int
+    directory: Path
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A checkpoint folder's config, read and checked: its family, HF class and options with defaults."""
+
+    path: Path
+    family: Family
+    hf_class: str
+    config: dict[str, Any]
+
+    @classmethod
+    def read(cls, path: str | Path) -> _Source:
+        path = Path(path)
+        config = read_config(path)
+        model_type = config.get("model_type")
+        if model_type not in FAMILIES:
+            raise HFImportError(
+                f"model_type {model_type!r} is not supported; zoo imports {', '.join(FAMILIES)}", source=str(path)
+            )
+        family = FAMILIES[model_type]
+        architectures = config.get("architectures") or [family.classes[0]]
+        if architectures[0] not in family.classes:
+            raise HFImportError(
+                f"architectures={architectures!r} is not supported: zoo imports {family.name} checkpoints of "
+                f"{', '.join(family.classes)}",
+                source=str(path),
+            )
+        merged = {**family.defaults, **config}
+        problems = unsupported(merged, family.options)
+        if problems:
+            raise HFImportError(problems, source=str(path))
+        return cls(path, family, architectures[0], merged)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The checkpoint's tensors under the full names of the family's table."""
+        state = read_weights(self.path)
+        if self.family.layout is not None:
+            state = self.family.layout(state)
+        return {self.family.full_name(n): t for n, t in state.items()}
+
+    def recipe(self, names: frozenset[str] | None) -> dict[str, Any]:
+        """The zoo recipe; ``names`` are the checkpoint's full tensor names (None: config only)."""
+        try:
+            recipe = self.family.recipe(self.config, self.hf_class, names)
+        except HFImportError as exc:
+            raise HFImportError(exc.problems, source=str(self.path)) from None
+        name = self.path.resolve().name or self.family.name
+        description = f"Imported from the Hugging Face {self.hf_class} checkpoint {self.path}."
+        return {"name": name, "description": description, **recipe}
+
+
+def hf_recipe(path: str | Path) -> dict[str, Any]:
+    """The zoo recipe (a dict) of the Hugging Face checkpoint folder ``path``; weights are not read, and a
+    folder with ``config.json`` alone will do.
+
+    Raises:
+        HFImportError: the model type, class or a config option is not supported (all options named).
+    """
+    source = _Source.read(path)
+    names = read_names(source.path)
+    return source.recipe(None if names is None else frozenset(source.family.full_name(n) for n in names))
+
+
+def load_hf_weights(model: nn.Module, family: Family, state: dict[str, torch.Tensor], *, source: str = "") -> None:
+    """Copy HF-named ``state`` (full names, table layout) into a zoo model of ``family``'s shape.
+
+    Raises:
+        HFImportError: the missing, unexpected and mis-shaped weights, all by name, in one error.
+    """
+    zoo = zoo_tensors(model)
+    found, uncovered = links(family.rules, zoo, model.recipe)
+    if uncovered:
+        raise HFImportError(f"the {family.name} table has no row for zoo weights {', '.join(uncovered)}", source=source)
+    provided = {n: tuple(t.shape) for n, t in state.items()}
+    problems = compare(expected_shapes(found, zoo), provided, family.ignored)
+    if problems:
+        raise HFImportError(problems, source=source)
+    with torch.no_grad():
+        for name, tensor in to_zoo_state(found, state).items():
+            zoo[name].copy_(tensor)
+
+
+def from_hf(
+    path: str | Path, *, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None
+) -> nn.Module:
+    """A zoo model with the weights of the Hugging Face checkpoint folder ``path``.
+
+    ``dtype`` defaults to the checkpoint's own, so weights arrive bit for bit.
+
+    Raises:
+        HFImportError: an unsupported family, class or config option, or weights that do not fit the model.
+    """
+    from zoo.builder import build
+
+    source = _Source.read(path)  # refuses unsupported options before any weight is read
+    state = source.weights()
+    recipe = source.recipe(frozenset(state))
+    if dtype is None:
+        dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
+    model = build(recipe, device=device, dtype=dtype)
+    load_hf_weights(model, source.family, state, source=str(source.path))
+    return model
+
+
+def family_of(recipe: Any) -> Family:
+    """The family whose HF model a recipe describes exactly.
+
+    Raises:
+        HFExportError: it fits none; the message says, for each family, what does not fit.
+    """
+    reasons = {}
+    for family in FAMILIES.values():
+        problems = family.misfits(recipe)
+        if not problems:
+            return family
+        reasons[family.name] = problems
+    lines = [f"  {name}: {'; '.join(problems)}" for name, problems in reasons.items()]
+    raise HFExportError("\n".join([f"recipe '{recipe.name}' fits no Hugging Face family:", *lines]))
+
+
+def to_hf(model_or_dir: nn.Module | str | Path, out: str | Path) -> Path:
+    """Write a zoo model (or a folder written by ``zoo.save``) as a Hugging Face checkpoint folder.
+
+    ``out`` receives ``config.json`` and ``model.safetensors`` in the layout of the family's HF class,
+    loadable with ``from_pretrained``.
+
+    Raises:
+        HFExportError: the model's recipe fits no supported family.
+    """
+    from zoo.checkpoint import load
+
+    model = load(model_or_dir) if isinstance(model_or_dir, (str, Path)) else model_or_dir
+    recipe = getattr(model, "recipe", None)
+    if recipe is None:
+        raise HFExportError("this model was not built by zoo.build (it has no .recipe); cannot tell its family")
+    family = family_of(recipe)
+    zoo = zoo_tensors(model)
+    found, uncovered = links(family.rules, zoo, recipe)
+    if uncovered:
+        raise HFExportError(f"the {family.name} table has no row for zoo weights {', '.join(uncovered)}")
+    state = to_hf_state(found, zoo)
+    hf_class = family.hf_class(recipe)
+    if hf_class == family.base_class:
+        state = {n.removeprefix(family.base_prefix): t for n, t in state.items()}
+    config = {"model_type": family.model_type, "architectures": [hf_class], **family.config(recipe, zoo)}
+    return write_checkpoint(out, config, state)
+
+
+def import_checkpoint(hf_dir: str | Path, out: str | Path, *, dtype: str | torch.dtype | None = None) -> Conversion:
+    """``zoo import``: read a HF checkpoint folder and save it as a zoo folder (recipe.yaml + weights)."""
+    from zoo.builder import count_parameters
+    from zoo.checkpoint import save
+
+    source = _Source.read(hf_dir)
+    model = from_hf(hf_dir, dtype=dtype)
+    directory = save(model, out)
+    return Conversion(source.family.name, source.hf_class, count_parameters(model), Path(directory))
+
+
+def export_checkpoint(zoo_dir: str | Path, out: str | Path) -> Conversion:
+    """``zoo export --to hf``: write a zoo folder (from ``zoo.save``) as a HF checkpoint folder."""
+    from zoo.builder import count_parameters
+    from zoo.checkpoint import load
+
+    model = load(zoo_dir)
+    family = family_of(model.recipe)
+    directory = to_hf(model, out)
+    return Conversion(family.name, family.hf_class(model.recipe), count_parameters(model), Path(directory))

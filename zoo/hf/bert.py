@@ -1,0 +1,260 @@
+"""BERT (``BertModel``, ``BertForMaskedLM``, ``BertForSequenceClassification``): post-norm encoder.
+
+Word, position and token-type embeddings are summed and normalised (zoo's ``embed_norm``); each block
+normalises after its residual adds. The head follows the HF class: ``BertModel`` -> zoo's ``pooler``
+head (its ``logits`` are HF's ``pooler_output``), ``BertForMaskedLM`` -> ``mlm``,
+``BertForSequenceClassification`` -> ``classification`` with a pooler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.errors import HFImportError
+
+from .mapping import (
+    ACTIVATIONS,
+    HF_ACTIVATIONS,
+    Family,
+    Option,
+    Rule,
+    activation_option,
+    default_head_dim,
+    dtype_name,
+    no_layer_overrides,
+    num_labels,
+)
+
+LAYER = "bert.encoder.layer.{i}"
+
+
+def _head(kind: str):
+    return lambda recipe: recipe.head.type == kind
+
+
+RULES = (
+    Rule("bert.embeddings.word_embeddings.weight", "embedding.token.weight"),
+    Rule("bert.embeddings.token_type_embeddings.weight", "embedding.token_type.weight"),
+    Rule("bert.embeddings.position_embeddings.weight", "positional.embedding.weight"),
+    Rule("bert.embeddings.LayerNorm.weight", "embed_norm.weight"),
+    Rule("bert.embeddings.LayerNorm.bias", "embed_norm.bias"),
+    Rule(f"{LAYER}.attention.self.query.weight", "blocks.{i}.attention.q_proj.weight"),
+    Rule(f"{LAYER}.attention.self.query.bias", "blocks.{i}.attention.q_proj.bias"),
+    Rule(f"{LAYER}.attention.self.key.weight", "blocks.{i}.attention.k_proj.weight"),
+    Rule(f"{LAYER}.attention.self.key.bias", "blocks.{i}.attention.k_proj.bias"),
+    Rule(f"{LAYER}.attention.self.value.weight", "blocks.{i}.attention.v_proj.weight"),
+    Rule(f"{LAYER}.attention.self.value.bias", "blocks.{i}.attention.v_proj.bias"),
+    Rule(f"{LAYER}.attention.output.dense.weight", "blocks.{i}.attention.o_proj.weight"),
+    Rule(f"{LAYER}.attention.output.dense.bias", "blocks.{i}.attention.o_proj.bias"),
+    Rule(f"{LAYER}.attention.output.LayerNorm.weight", "blocks.{i}.attention_norm.weight"),
+    Rule(f"{LAYER}.attention.output.LayerNorm.bias", "blocks.{i}.attention_norm.bias"),
+    Rule(f"{LAYER}.intermediate.dense.weight", "blocks.{i}.ffn.up_proj.weight"),
+    Rule(f"{LAYER}.intermediate.dense.bias", "blocks.{i}.ffn.up_proj.bias"),
+    Rule(f"{LAYER}.output.dense.weight", "blocks.{i}.ffn.down_proj.weight"),
+    Rule(f"{LAYER}.output.dense.bias", "blocks.{i}.ffn.down_proj.bias"),
+    Rule(f"{LAYER}.output.LayerNorm.weight", "blocks.{i}.ffn_norm.weight"),
+    Rule(f"{LAYER}.output.LayerNorm.bias", "blocks.{i}.ffn_norm.bias"),
+    # BertModel: the pooler is zoo's pooler head.
+    Rule("bert.pooler.dense.weight", "head.dense.weight"),
+    Rule("bert.pooler.dense.bias", "head.dense.bias"),
+    # BertForSequenceClassification: pooler, then classifier.
+    Rule("bert.pooler.dense.weight", "head.pooler.dense.weight"),
+    Rule("bert.pooler.dense.bias", "head.pooler.dense.bias"),
+    Rule("classifier.weight", "head.proj.weight", when=_head("classification")),
+    Rule("classifier.bias", "head.proj.bias", when=_head("classification")),
+    # BertForMaskedLM: transform, then the decoder (tied to the word embeddings unless untied).
+    Rule("cls.predictions.transform.dense.weight", "head.transform.weight"),
+    Rule("cls.predictions.transform.dense.bias", "head.transform.bias"),
+    Rule("cls.predictions.transform.LayerNorm.weight", "head.norm.weight"),
+    Rule("cls.predictions.transform.LayerNorm.bias", "head.norm.bias"),
+    Rule("cls.predictions.decoder.weight", "head.proj.weight", when=_head("mlm")),
+    Rule("cls.predictions.bias", "head.proj.bias", when=_head("mlm")),
+)
+
+IGNORED = (
+    "bert.embeddings.position_ids",  # buffers of older checkpoints
+    "bert.embeddings.token_type_ids",
+    "cls.predictions.decoder.weight",  # the tied copy of the word embeddings
+    "cls.predictions.decoder.bias",  # the same tensor as cls.predictions.bias
+    "bert.pooler.dense.weight",  # BertForMaskedLM has no pooler: HF drops it from pre-training checkpoints too
+    "bert.pooler.dense.bias",
+    "cls.seq_relationship.weight",  # the next-sentence head of pre-training checkpoints, which HF drops too
+    "cls.seq_relationship.bias",
+)
+
+DEFAULTS: dict[str, Any] = {
+    "vocab_size": 30522,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "layer_norm_eps": 1e-12,
+    "pad_token_id": 0,
+    "position_embedding_type": "absolute",
+    "is_decoder": False,
+    "add_cross_attention": False,
+    "tie_word_embeddings": True,
+    "classifier_dropout": None,
+}
+
+OPTIONS = (
+    Option(
+        "position_embedding_type",
+        lambda v: v in (None, "absolute"),
+        "zoo imports BERT's absolute position embeddings only (no relative_key / relative_key_query)",
+    ),
+    Option("is_decoder", lambda v: not v, "zoo's encoder is bidirectional; a causal BERT is not supported"),
+    Option("add_cross_attention", lambda v: not v, "zoo's encoder has no cross-attention"),
+    Option("type_vocab_size", lambda v: isinstance(v, int) and v >= 1, "BERT needs token-type embeddings"),
+    activation_option("hidden_act", "BERT"),
+)
+
+HEADS = {
+    "BertModel": "pooler",
+    "BertForMaskedLM": "mlm",
+    "BertForPreTraining": "mlm",
+    "BertForSequenceClassification": "classification",
+}
+CLASSES = {"pooler": "BertModel", "mlm": "BertForMaskedLM", "classification": "BertForSequenceClassification"}
+
+
+def _fits_head(recipe) -> str | None:
+    head = recipe.head
+    if head.type not in CLASSES:
+        return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, CLASSES))}"
+    if head.type in ("pooler", "classification") and head.pool != "cls":
+        return f"head.pool is {head.pool!r}, needs 'cls' (BERT pools the [CLS] token)"
+    if head.type == "classification" and not head.pooler:
+        return "head.pooler is False, needs True (BertForSequenceClassification has a pooler)"
+    if head.type == "mlm" and recipe.ffn.type == "mlp" and recipe.ffn.activation != "gelu":
+        return f"ffn.activation is {recipe.ffn.activation!r}; with an mlm head it needs 'gelu' (HF shares hidden_act)"
+    if head.type == "mlm" and recipe.norm.type == "layernorm" and head.eps != recipe.norm.eps:
+        return f"head.eps is {head.eps}, needs norm.eps ({recipe.norm.eps}) (HF shares layer_norm_eps)"
+    return None
+
+
+REQUIREMENTS = {
+    "architecture": "encoder",
+    "norm_position": "post",
+    "embed_norm": (None, True),
+    "final_norm": (None, False),
+    "type_vocab_size": lambda r: None if r.type_vocab_size >= 1 else "type_vocab_size is 0, needs >= 1",
+    "layers": no_layer_overrides,
+    "embedding.type": "token",
+    "embedding.scale": False,
+    "positional.type": "learned",
+    "attention.type": "mha",
+    "attention.bias": True,
+    "attention.scale": None,
+    "attention.head_dim": default_head_dim,
+    "norm.type": "layernorm",
+    "norm.bias": True,
+    "norm.affine": True,
+    "ffn.type": "mlp",
+    "ffn.bias": True,
+    "ffn.activation": tuple(HF_ACTIVATIONS),
+    "head": _fits_head,
+}
+
+
+def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
+    head_type = HEADS[hf_class]
+    if head_type == "mlm" and config["hidden_act"] != "gelu":
+        raise HFImportError(
+            f"hidden_act={config['hidden_act']!r} is not supported with {hf_class}: zoo's masked-LM head "
+            "transform uses the exact GELU"
+        )
+    head: dict[str, Any] = {"type": head_type}
+    extra: dict[str, Any] = {}
+    if head_type == "pooler":
+        head["pool"] = "cls"
+    elif head_type == "mlm":
+        head.update(tie_embeddings=config["tie_word_embeddings"], eps=config["layer_norm_eps"])
+    else:
+        dropout = config["classifier_dropout"]
+        head.update(pool="cls", pooler=True, dropout=dropout if dropout is not None else config["hidden_dropout_prob"])
+        extra["num_classes"] = num_labels(config)
+    pad = config["pad_token_id"]
+    embedding: dict[str, Any] = {"type": "token"}
+    if pad is not None and 0 <= pad < config["vocab_size"]:
+        embedding["padding_idx"] = pad
+    return {
+        "architecture": "encoder",
+        "vocab_size": config["vocab_size"],
+        "type_vocab_size": config["type_vocab_size"],
+        "pad_token_id": pad,
+        "d_model": config["hidden_size"],
+        "num_layers": config["num_hidden_layers"],
+        "max_len": config["max_position_embeddings"],
+        "norm_position": "post",
+        "embedding": embedding,
+        "attention": {
+            "type": "mha",
+            "num_heads": config["num_attention_heads"],
+            "dropout": config["attention_probs_dropout_prob"],
+        },
+        "positional": {"type": "learned"},
+        "norm": {"type": "layernorm", "eps": config["layer_norm_eps"]},
+        "ffn": {"type": "mlp", "hidden": config["intermediate_size"], "activation": ACTIVATIONS[config["hidden_act"]]},
+        "head": head,
+        "dropout": config["hidden_dropout_prob"],
+        **extra,
+    }
+
+
+def config(recipe, weights) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "vocab_size": recipe.vocab_size,
+        "hidden_size": recipe.d_model,
+        "num_hidden_layers": recipe.num_layers,
+        "num_attention_heads": recipe.attention.num_heads,
+        "intermediate_size": weights["blocks.0.ffn.up_proj.weight"].shape[0],
+        "hidden_act": HF_ACTIVATIONS[recipe.ffn.activation],
+        "hidden_dropout_prob": recipe.dropout,
+        "attention_probs_dropout_prob": recipe.attention.dropout,
+        "max_position_embeddings": recipe.max_len,
+        "type_vocab_size": recipe.type_vocab_size,
+        "layer_norm_eps": recipe.norm.eps,
+        "pad_token_id": recipe.pad_token_id,
+        "tie_word_embeddings": recipe.head.type != "mlm" or recipe.head.tie_embeddings,
+        "dtype": dtype_name(weights),
+    }
+    if recipe.head.type == "classification":
+        out["id2label"] = {str(i): f"LABEL_{i}" for i in range(recipe.num_classes)}
+        out["label2id"] = {f"LABEL_{i}": i for i in range(recipe.num_classes)}
+        out["classifier_dropout"] = recipe.head.dropout
+    return out
+
+
+def rename_tf_layer_norms(state: dict) -> dict:
+    """Checkpoints converted from the original TensorFlow BERT name LayerNorm parameters gamma / beta."""
+    renamed = {}
+    for name, tensor in state.items():
+        if ".LayerNorm." in name and name.endswith((".gamma", ".beta")):
+            name = name.removesuffix(".gamma") + ".weight" if name.endswith(".gamma") else name[:-5] + ".bias"
+        renamed[name] = tensor
+    return renamed
+
+
+BERT = Family(
+    name="bert",
+    model_type="bert",
+    classes=tuple(HEADS),
+    base_prefix="bert.",
+    head_prefixes=("cls.", "classifier."),
+    defaults=DEFAULTS,
+    options=OPTIONS,
+    rules=RULES,
+    ignored=IGNORED,
+    requirements=REQUIREMENTS,
+    recipe=recipe,
+    config=config,
+    hf_class=lambda recipe: CLASSES[recipe.head.type],
+    base_class="BertModel",
+    layout=rename_tf_layer_norms,
+)
