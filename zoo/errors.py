@@ -43,3 +43,31 @@ class UnknownComponentError(ZooError, KeyError):
 
 class PluginError(ZooError):
     """A plugin that could not be loaded or that registered something invalid."""
+
+
+class HFImportError(ZooError, ValueError):
+    """A Hugging Face checkpoint that zoo cannot import faithfully: every problem found, in one message.
+
+    ``problems`` lists unsupported config options, or the missing, unexpected and mis-shaped weights by name.
+    """
+
+    def __init__(self, problems: list[str] | str, *, source: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        where = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            message = f"{where}{self.problems[0]}"
+        else:
+            message = "\n".join([f"{where}cannot import this checkpoint:", *(f"  {p}" for p in self.problems)])
+        super().__init__(message)
+
+
+class HFExportError(ZooError, ValueError):
+    """A zoo model that fits no Hugging Face family (the message says what does not fit each)."""
+
+
+class TrainError(ZooError):
+    """Training or generation that cannot go on: bad data, a mismatched checkpoint, a NaN loss, ...
+
+    The message says what was found, where (file, step), and what to do about it.
+    """
