@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from .config import BuildContext, ComponentConfig, spec_fields
 from .errors import RecipeError
@@ -66,6 +67,31 @@ class _Maker:
         if config is None:
             raise RecipeError(errors)
         return self(kind, config, ctx)
+
+
+_INITIALISERS = frozenset(
+    [getattr(nn.init, name) for name in dir(nn.init) if name.endswith("_") and not name.startswith("_")]
+    + [
+        getattr(torch.Tensor, n)
+        for n in ("normal_", "uniform_", "random_", "exponential_", "bernoulli_", "fill_", "zero_")
+    ]
+)
+
+
+class _SkipInitOnMeta(TorchFunctionMode):
+    """Weight initialisers leave meta tensors alone: they have no values to set.
+
+    Left alone, torch runs them on meta tensors through Python reference code that imports
+    ``torch._dynamo`` first, seconds of start-up spent on nothing.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _INITIALISERS:
+            target = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -124,7 +150,8 @@ def build(
     maker = _Maker(registry)
     architecture = registry.get("architecture", recipe.architecture)
     device = torch.device(device) if device is not None else torch.device("cpu")
-    with device, _default_dtype(torch_dtype):
+    skip_init = _SkipInitOnMeta() if device.type == "meta" else contextlib.nullcontext()
+    with device, _default_dtype(torch_dtype), skip_init:
         model = architecture.factory(recipe, maker)
     maker.made[id(model)] = Provenance("architecture", recipe.architecture, architecture.plugin)
     if device.type != "meta":

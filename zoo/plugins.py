@@ -1,7 +1,14 @@
 """The one PluginManager: built-in components and installed plugin packages, loaded the same way.
 
-Loading is idempotent and isolated per plugin: a plugin that fails to import, raises in a hook or
-registers a clashing name is recorded in ``failures()`` and skipped; the rest of the zoo keeps working.
+Loading is idempotent and isolated per plugin. A plugin that fails to import, declares another plugin API
+version, raises in a hook, implements a hook that does not exist, or registers a name (component or
+recipe) that is already taken is recorded with its error, rolled back whole and reported once as a
+``PluginWarning``; the rest of the zoo keeps working. ``ZOO_STRICT_PLUGINS=1`` turns that report into a
+``PluginError`` (for CI). ``ZOO_DISABLE_PLUGINS=name,...`` (``zoo --disable-plugins``) skips installed plugins.
+
+The collision rule: the first registration of a name wins. Built-ins register first, then installed
+plugins in order of entry-point name; a later plugin that registers a taken name fails as a whole, with an
+error naming both plugins.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,12 +24,28 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
+from . import __version__, hookspecs
 from .errors import PluginError
+from .hookspecs import PLUGIN_API_VERSION
 from .registry import Registry
 
-PLUGIN_API_VERSION = 1
-"""The version of the hooks in ``zoo.hookspecs``. A plugin may declare ``ZOO_PLUGIN_API = 1``."""
+__all__ = [
+    "PLUGIN_API_VERSION",
+    "PluginInfo",
+    "PluginWarning",
+    "explain_unknown",
+    "failures",
+    "get_registry",
+    "load_plugins",
+    "plugins",
+    "recipe_files",
+    "recipe_paths",
+    "register_plugin",
+    "reset",
+    "unregister_plugin",
+]
+
+ENTRY_POINT_GROUP = "zoo"
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.components.embedding",
@@ -38,110 +62,252 @@ pm = pluggy.PluginManager("zoo")
 pm.add_hookspecs(hookspecs)
 
 
+class PluginWarning(UserWarning):
+    """A plugin was skipped: it failed to load or register. The zoo works on without it."""
+
+
 @dataclass
 class PluginInfo:
-    """What ``zoo plugins`` shows for one plugin."""
+    """What ``zoo plugins`` shows for one plugin: who it is, what it registered, and whether it works."""
 
     name: str
+    """The entry-point name (an installed plugin), the module path (a built-in) or the name given."""
     version: str | None = None
+    dist: str | None = None
+    """The distribution that installed it, when it came from an entry point."""
     builtin: bool = False
+    api: Any = None
+    """The ``ZOO_PLUGIN_API`` the plugin declares (None: not declared, taken as current)."""
     registered: dict[str, list[str]] = field(default_factory=dict)
+    """Component names by kind, in registration order (empty when the plugin failed)."""
+    recipes: list[str] = field(default_factory=list)
+    """Names of the recipes it ships."""
+    provides: dict[str, list[str]] = field(default_factory=dict)
+    """For a failed plugin: the components it would have registered, as far as they can be known."""
     error: str | None = None
+    disabled: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.error is None and not self.disabled
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``failed`` or ``disabled``."""
+        return "disabled" if self.disabled else "failed" if self.error else "ok"
 
 
 _registry: Registry | None = None
 _plugins: dict[str, PluginInfo] = {}
-_recipe_paths: list[Path] = []
+_recipes: dict[str, tuple[str, Path]] = {}  # recipe name -> (plugin, the file or directory that ships it)
+_recipe_paths: list[tuple[str, Path]] = []  # (plugin, file or directory), in registration order
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def _disabled() -> set[str]:
-    return {n.strip() for n in os.environ.get("ZOO_DISABLE_PLUGINS", "").split(",") if n.strip()}
+    names = os.environ.get("ZOO_DISABLE_PLUGINS", "").split(",")
+    return {_normalise(n) for n in names if n.strip()}
 
 
 def _strict() -> bool:
-    return os.environ.get("ZOO_STRICT_PLUGINS", "") not in ("", "0", "false", "False")
+    return os.environ.get("ZOO_STRICT_PLUGINS", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-def _fail(info: PluginInfo, error: str) -> None:
-    info.error = error
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _exception(exc: BaseException) -> str:
+    return _one_line(f"{type(exc).__name__}: {exc}")
+
+
+def _fail(info: PluginInfo, error: str, cause: BaseException | None = None) -> None:
+    """Record why ``info`` failed; warn in one line, or raise ``PluginError`` in strict mode."""
+    info.error = _one_line(error)
     if _strict():
-        raise PluginError(f"plugin '{info.name}' failed: {error}")
-    warnings.warn(f"zoo: plugin '{info.name}' skipped: {error}", stacklevel=3)
+        raise PluginError(f"plugin '{info.name}' failed: {info.error} (ZOO_STRICT_PLUGINS is set)") from cause
+    message = f"plugin '{info.name}' failed and was skipped: {info.error}"
+    # warn_explicit with a location that has no source line: the report is exactly one line.
+    warnings.warn_explicit(message, PluginWarning, filename="zoo", lineno=0, module="zoo.plugins")
 
 
-def _check_api(info: PluginInfo, plugin: Any) -> bool:
-    version = getattr(plugin, "ZOO_PLUGIN_API", PLUGIN_API_VERSION)
-    if version != PLUGIN_API_VERSION:
-        _fail(info, f"declares plugin API version {version!r}, this zoo provides {PLUGIN_API_VERSION}")
-        return False
-    return True
+# ---------------------------------------------------------------------------------------------- finding
 
 
-def _collect() -> list[tuple[PluginInfo, Any]]:
-    """Import built-ins and entry points of group ``zoo``; record import failures."""
-    found: list[tuple[PluginInfo, Any]] = []
-    disabled = _disabled()
-    for dotted in BUILTIN_PLUGINS:
-        info = PluginInfo(dotted, builtin=True)
-        found.append((info, importlib.import_module(dotted)))  # a broken built-in is a zoo bug: let it raise
-    for ep in importlib.metadata.entry_points(group="zoo"):
-        dist = getattr(ep, "dist", None)
-        info = PluginInfo(ep.name, version=dist.version if dist else None)
-        if ep.name in disabled:
-            info.error = "disabled by ZOO_DISABLE_PLUGINS"
-            _plugins[ep.name] = info
-            continue
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The installed entry points of group ``zoo``."""
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _info_for(ep: importlib.metadata.EntryPoint) -> PluginInfo:
+    dist = getattr(ep, "dist", None)
+    return PluginInfo(
+        ep.name,
+        version=dist.version if dist is not None else None,
+        dist=dist.metadata["Name"] if dist is not None else None,
+    )
+
+
+def recipe_files(path: Path) -> list[Path]:
+    """The recipe files a shipped path stands for: itself, or the ``*.y*ml`` / ``*.json`` files in it."""
+    if path.is_file():
+        return [path]
+    return sorted(path.glob("*.y*ml")) + sorted(path.glob("*.json"))
+
+
+def _probe(plugin: Any) -> dict[str, list[str]]:
+    """The component names a plugin's ``register_components`` would register, without registering any.
+
+    Used after a plugin failed, so that a recipe naming one of its components is told why it is missing.
+    """
+    names: dict[str, list[str]] = {}
+
+    def record(kind: Any, name: Any, *args: Any, **kwargs: Any) -> None:
+        names.setdefault(str(kind), []).append(str(name))
+
+    hook = getattr(plugin, "register_components", None)
+    if callable(hook):
         try:
-            found.append((info, ep.load()))
-        except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's, not ours
-            _plugins[ep.name] = info
-            _fail(info, f"import failed: {type(exc).__name__}: {exc}")
-    return found
+            hook(register=record)
+        except Exception:  # noqa: BLE001 - the plugin has already failed; keep what was recorded
+            pass
+    return names
+
+
+# ---------------------------------------------------------------------------------------------- registering
+
+
+def _unknown_hooks(plugin: Any) -> list[str]:
+    unknown = []
+    for caller in pm.get_hookcallers(plugin) or []:
+        impls = [i for i in caller.get_hookimpls() if i.plugin is plugin]
+        if not caller.has_spec() and not any(i.optionalhook for i in impls):
+            unknown.append(caller.name)
+    return unknown
+
+
+def _run_hooks(registry: Registry, info: PluginInfo, plugin: Any, attempted: dict[str, list[str]]) -> None:
+    """Register ``plugin`` with pluggy and run its hooks; raise on any problem (the caller rolls back)."""
+
+    def register(kind: str, name: str, factory: Any, config: Any, description: str | None = None) -> None:
+        attempted.setdefault(kind, []).append(name)
+        registry.add(kind, name, factory, config, description=description, plugin=info.name)
+
+    pm.register(plugin, name=info.name)
+    unknown = _unknown_hooks(plugin)
+    if unknown:
+        known = ", ".join(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "zoo_spec"))
+        hooks = ", ".join(map(repr, unknown))
+        raise PluginError(f"implements unknown hook {hooks}; the hooks of plugin API {PLUGIN_API_VERSION} are: {known}")
+    for impl in pm.hook.register_components.get_hookimpls():
+        if impl.plugin is plugin:
+            try:
+                impl.function(register=register)
+            except PluginError:
+                raise
+            except Exception as exc:
+                raise PluginError(f"register_components raised {_exception(exc)}") from exc
+    for impl in pm.hook.register_recipes.get_hookimpls():
+        if impl.plugin is plugin:
+            try:
+                shipped = [Path(p) for p in (impl.function() or [])]
+            except Exception as exc:
+                raise PluginError(f"register_recipes raised {_exception(exc)}") from exc
+            _add_recipes(info, shipped)
+
+
+def _add_recipes(info: PluginInfo, shipped: list[Path]) -> None:
+    found: dict[str, Path] = {}
+    for path in shipped:
+        if not path.exists():
+            raise PluginError(f"register_recipes returned '{path}', which is not a file or directory")
+        for f in recipe_files(path):
+            owner = _recipes.get(f.stem, (None,))[0]
+            if owner is not None or f.stem in found:
+                raise PluginError(
+                    f"recipe '{f.stem}' is shipped twice: by plugin '{owner or info.name}' and by plugin '{info.name}'"
+                )
+            found[f.stem] = path
+    for name, path in found.items():
+        _recipes[name] = (info.name, path)
+        info.recipes.append(name)
+    _recipe_paths.extend((info.name, p) for p in shipped)
+
+
+def _forget(registry: Registry, name: str) -> None:
+    """Remove everything plugin ``name`` registered: components, recipes, its pluggy registration."""
+    registry.remove_plugin(name)
+    for recipe in [r for r, (owner, _) in _recipes.items() if owner == name]:
+        del _recipes[recipe]
+    _recipe_paths[:] = [(owner, p) for owner, p in _recipe_paths if owner != name]
+    if pm.has_plugin(name):
+        pm.unregister(name=name)
 
 
 def _register_one(registry: Registry, info: PluginInfo, plugin: Any) -> None:
-    _plugins[info.name] = info
-    if not info.builtin and not _check_api(info, plugin):
+    """Register one plugin object, or record why it failed and roll it back whole."""
+    if info.name in _plugins:
+        other = _plugins[info.name]
+        taken = f"distribution '{other.dist}'" if other.dist else "another plugin"
+        _plugins[f"{info.name} ({info.dist or id(plugin)})"] = info  # its own row in `zoo plugins`
+        _fail(info, f"the plugin name '{info.name}' is already taken by {taken}")
         return
-    if pm.is_registered(plugin) or pm.has_plugin(info.name):
-        pm.unregister(name=info.name)
-    pm.register(plugin, name=info.name)
-
-    def register(kind: str, name: str, factory: Any, config: Any, description: str | None = None) -> None:
-        registry.add(kind, name, factory, config, description=description, plugin=info.name)
-        info.registered.setdefault(kind, []).append(name)
-
+    _plugins[info.name] = info
+    info.api = getattr(plugin, "ZOO_PLUGIN_API", None)
+    if not info.builtin and info.api is not None and (type(info.api) is not int or info.api != PLUGIN_API_VERSION):
+        _fail(info, f"declares plugin API version {info.api!r}; this zoo provides version {PLUGIN_API_VERSION}")
+        return
+    attempted: dict[str, list[str]] = {}
     try:
-        for impl in pm.hook.register_components.get_hookimpls():
-            if impl.plugin is plugin:
-                impl.function(register=register)
-        for impl in pm.hook.register_recipes.get_hookimpls():
-            if impl.plugin is plugin:
-                _recipe_paths.extend(Path(p) for p in (impl.function() or []))
-    except Exception as exc:  # noqa: BLE001 - isolate the failing plugin
+        _run_hooks(registry, info, plugin, attempted)
+    except Exception as exc:
         if info.builtin:
-            raise
-        registry.remove_plugin(info.name)
-        info.registered.clear()
-        pm.unregister(name=info.name)
-        _fail(info, f"{type(exc).__name__}: {exc}")
+            raise  # a broken built-in is a zoo bug, not something to work around
+        _forget(registry, info.name)
+        info.recipes.clear()
+        info.provides = _probe(plugin) or attempted
+        _fail(info, str(exc) if isinstance(exc, PluginError) else _exception(exc), exc)
+        return
+    info.registered = attempted
 
 
 def load_plugins() -> Registry:
     """Load built-ins and installed plugins once; later calls return the same registry."""
     global _registry
-    if _registry is None:
-        registry = Registry()
-        _plugins.clear()
-        _recipe_paths.clear()
-        for info, plugin in _collect():
+    if _registry is not None:
+        return _registry
+    for name, _ in pm.list_name_plugin():
+        pm.unregister(name=name)
+    _plugins.clear()
+    _recipes.clear()
+    _recipe_paths.clear()
+    # Published before the plugins run, so a hook that looks something up sees the registry being filled.
+    registry = _registry = Registry()
+    try:
+        for dotted in BUILTIN_PLUGINS:
+            builtin = PluginInfo(dotted, version=__version__, builtin=True)
+            _register_one(registry, builtin, importlib.import_module(dotted))
+        disabled = _disabled()
+        for ep in sorted(_entry_points(), key=lambda ep: ep.name):  # one order, so one collision winner
+            info = _info_for(ep)
+            if _normalise(ep.name) in disabled or (info.dist is not None and _normalise(info.dist) in disabled):
+                info.disabled = True
+                _plugins.setdefault(ep.name, info)
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's, not ours
+                _plugins.setdefault(ep.name, info)
+                _fail(info, _exception(exc), exc)
+                continue
             _register_one(registry, info, plugin)
-        _registry = registry
-    return _registry
+    except BaseException:
+        _registry = None  # strict mode (or a broken built-in): the next call starts over
+        raise
+    return registry
 
 
 def get_registry() -> Registry:
@@ -150,7 +316,10 @@ def get_registry() -> Registry:
 
 
 def register_plugin(plugin: Any, name: str) -> PluginInfo:
-    """Register a plugin object at run time (tests, notebooks): same checks as an installed one."""
+    """Register a plugin object at run time (tests, notebooks), with the same checks as an installed one.
+
+    Returns its ``PluginInfo``; when it failed, ``info.error`` says why (strict mode raises instead).
+    """
     registry = load_plugins()
     info = PluginInfo(name, version=getattr(plugin, "__version__", None))
     _register_one(registry, info, plugin)
@@ -159,34 +328,49 @@ def register_plugin(plugin: Any, name: str) -> PluginInfo:
 
 def unregister_plugin(name: str) -> None:
     """Undo ``register_plugin``: forget the plugin and everything it registered."""
-    registry = load_plugins()
-    registry.remove_plugin(name)
+    _forget(load_plugins(), name)
     _plugins.pop(name, None)
-    if pm.has_plugin(name):
-        pm.unregister(name=name)
 
 
 def plugins() -> list[PluginInfo]:
-    """Every plugin seen, loaded or failed, built-ins first."""
+    """Every plugin seen (loaded, failed or disabled), built-ins first."""
     load_plugins()
     return sorted(_plugins.values(), key=lambda p: (not p.builtin, p.name))
 
 
 def failures() -> list[PluginInfo]:
-    return [p for p in plugins() if not p.ok]
+    """The plugins that failed (not those disabled on purpose)."""
+    return [p for p in plugins() if p.error is not None]
 
 
 def recipe_paths() -> list[Path]:
     """Recipe files and directories shipped by plugins (the built-in one ships ``recipes/``)."""
     load_plugins()
-    return list(_recipe_paths)
+    return [path for _, path in _recipe_paths]
+
+
+def explain_unknown(kind: str, name: str, message: str) -> str:
+    """``message`` (an unknown-component error) with what failed or disabled plugins have to do with it."""
+    load_plugins()
+    for p in _plugins.values():
+        if p.error is not None and name in p.provides.get(kind, []):
+            return f"{kind} type {name!r} is not available: plugin '{p.name}' failed to load: {p.error}"
+    notes = []
+    unknown = [p for p in _plugins.values() if p.error is not None and not p.provides]
+    if unknown:
+        notes.append("plugins that failed to load: " + ", ".join(f"{p.name} ({p.error})" for p in unknown))
+    disabled = [p.name for p in _plugins.values() if p.disabled]
+    if disabled:
+        notes.append("disabled plugins: " + ", ".join(disabled))
+    return "; ".join([message, *notes])
 
 
 def reset() -> None:
-    """Forget everything loaded (tests use this to reload with other settings)."""
+    """Forget everything loaded; the next use loads again (tests use this to reload with other settings)."""
     global _registry
-    for name in list(pm.list_name_plugin()):
-        pm.unregister(name=name[0])
+    for name, _ in pm.list_name_plugin():
+        pm.unregister(name=name)
     _registry = None
     _plugins.clear()
+    _recipes.clear()
     _recipe_paths.clear()

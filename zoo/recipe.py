@@ -11,15 +11,16 @@ import copy
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model
 
 from .config import BuildContext, ComponentConfig, spec_fields
 from .errors import RecipeError, UnknownComponentError
-from .plugins import get_registry, recipe_paths
+from .plugins import explain_unknown, get_registry, recipe_paths
 from .registry import Registry, did_you_mean
+from .train.config import TrainConfig
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
@@ -79,6 +80,7 @@ class Recipe(BaseModel):
     head: Component
     layers: list[LayerOverride] = Field(default_factory=list, description="Per-layer component overrides.")
     expect: Expect | None = None
+    train: TrainConfig = Field(default_factory=TrainConfig, description="How `zoo train` trains the model.")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data that loads back into the same recipe (no ``extends``, nothing implicit)."""
@@ -303,7 +305,7 @@ def validate_spec(
     try:
         component = registry.get(kind, name)
     except UnknownComponentError as exc:
-        errors.append((f"{path}.type", str(exc)))
+        errors.append((f"{path}.type", explain_unknown(kind, name, str(exc))))
         return None
     try:
         config = component.config.model_validate(dict(spec))
@@ -330,7 +332,7 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
         try:
             arch = registry.get("architecture", arch_name)
         except UnknownComponentError as exc:
-            errors.append(("architecture", str(exc)))
+            errors.append(("architecture", explain_unknown("architecture", arch_name, str(exc))))
             # What the architecture would have filled in is not missing: it is unknown. Say it once.
             failed.update(k for k in ("embedding", "head", "positional") if k not in data)
     # The architecture supplies defaults, e.g. vit embeds patches and heads with a classifier.
@@ -451,3 +453,70 @@ def load_recipe(source: str | Path | Mapping[str, Any] | Recipe, **overrides: An
             data.pop("expect", None)  # the expected size was of the recipe as written, not as overridden
         data = deep_merge(data, tree)
     return validate_recipe(data, source=label)
+
+
+# ---------------------------------------------------------------------------------------------- JSON Schema
+
+
+ARCHITECTURE_DEFAULTS = ("embedding", "positional", "head")
+"""Component fields that an architecture may fill in (decoders: token embedding, LM head; vit: positional)."""
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    """The JSON Schema of recipe files (for editor completion), built from the registry as plugins left it.
+
+    Each component field is the union of the configs registered for its kind, discriminated on ``type``, or
+    the bare name of a component that needs no options (``norm: rmsnorm``); nested specs (an MoE's
+    ``expert``) refer to their kind's union. With ``extends`` no key is required.
+    """
+    registry = get_registry()
+    configs = {kind: [c.config for c in registry if c.kind == kind] for kind in COMPONENT_FIELDS}
+
+    def union(kind: str) -> Any:
+        members = tuple(configs[kind])
+        return Annotated[Union[members], Field(discriminator="type")] if len(members) > 1 else members[0]  # noqa: UP007
+
+    layer = create_model("LayerOverride", __base__=LayerOverride, **{k: (union(k) | None, None) for k in LAYER_FIELDS})
+    variant = create_model(
+        "Recipe",
+        __base__=Recipe,
+        extends=(str | None, Field(None, description="A recipe name or path to deep-merge under this one.")),
+        architecture=(Literal[tuple(registry.names("architecture"))], Field(description="The model family.")),
+        layers=(list[layer], Field(default_factory=list, description="Per-layer component overrides.")),
+        **{k: (union(k) | None, None) if k in ARCHITECTURE_DEFAULTS else (union(k), ...) for k in COMPONENT_FIELDS},
+    )
+    schema = variant.model_json_schema()
+    defs = schema["$defs"]
+
+    def def_key(config: type[BaseModel]) -> str:
+        name = config.model_fields["type"].default
+        return next(
+            k
+            for k, d in defs.items()
+            if d.get("title") == config.__name__ and d.get("properties", {}).get("type", {}).get("const") == name
+        )
+
+    for kind, members in configs.items():
+        mapping = {c.model_fields["type"].default: f"#/$defs/{def_key(c)}" for c in members}
+        needs_nothing = [not any(f.is_required() for f in c.model_fields.values()) for c in members]
+        bare = [name for name, ok in zip(mapping, needs_nothing, strict=True) if ok]
+        spec = {"oneOf": [{"$ref": r} for r in mapping.values()]}
+        spec["discriminator"] = {"propertyName": "type", "mapping": mapping}
+        defs[f"{kind}_spec"] = {"anyOf": [spec, {"enum": bare}]} if bare else spec
+
+    def point(properties: dict[str, Any], field: str, kind: str, nullable: bool) -> None:
+        keep = {k: v for k, v in properties[field].items() if k in ("description", "title")}
+        ref = {"$ref": f"#/$defs/{kind}_spec"}
+        properties[field] = {**keep, **({"anyOf": [ref, {"type": "null"}]} if nullable else ref)}
+
+    for kind in COMPONENT_FIELDS:
+        point(schema["properties"], kind, kind, nullable=kind in ARCHITECTURE_DEFAULTS)
+    for kind in LAYER_FIELDS:
+        point(defs["LayerOverride"]["properties"], kind, kind, nullable=True)
+    for members in configs.values():
+        for config in members:
+            for field, kind in spec_fields(config).items():
+                point(defs[def_key(config)]["properties"], field, kind, config.model_fields[field].default is None)
+    # With `extends`, the parent recipe gives whatever the child leaves out.
+    schema["anyOf"] = [{"required": ["extends"]}, {"required": schema.pop("required", [])}]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "title": "zoo recipe"}

@@ -1,0 +1,231 @@
+"""Sliding-window (local) attention as in Mistral 7B, with a rolling KV cache bounded by the window.
+
+Each query sees the ``window`` most recent keys, itself included: in a causal stack the query at sequence
+index ``i`` sees keys ``i - window + 1 .. i``. A stack of ``n`` layers still carries information about
+``n * window`` tokens back, while attention cost and decoding memory stay bounded by the window::
+
+    window = 3, causal         keys ->  0 1 2 3 4 5
+                              query 0   x
+                              query 1   x x
+                              query 2   x x x
+                              query 3     x x x
+                              query 4       x x x
+                              query 5         x x x
+
+In a bidirectional stack (an encoder) a query sees keys less than ``window`` away on either side. Queries and
+keys are grouped as in zoo's ``gqa`` (``num_kv_heads`` K/V heads serve ``num_heads`` query heads).
+
+Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads, D head_dim,
+W window.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import Field, model_validator
+
+from zoo.components.attention import AttentionConfig, GroupedQueryAttention, attend
+
+__all__ = ["RollingKVCache", "SlidingWindowAttention", "SlidingWindowConfig", "sliding_window_mask"]
+
+
+def sliding_window_mask(
+    query_index: torch.Tensor, key_index: torch.Tensor, window: int, lookahead: int = 0
+) -> torch.Tensor:
+    """``(L, S)`` bool, True where the query at sequence index ``q`` may see the key at index ``k``:
+    ``k`` is at most ``window - 1`` before ``q`` and at most ``lookahead`` after it (0: causal)."""
+    distance = query_index[:, None] - key_index[None, :]  # (L, S)
+    return (distance < window) & (distance >= -lookahead)
+
+
+class RollingKVCache:
+    """Keys and values of the last ``window`` positions only, in a ring buffer (Mistral's rolling cache).
+
+    The sequence index ``i`` is kept in slot ``i % capacity``, overwriting the key that just left the
+    window, so memory is ``capacity = min(window, max_len)`` slots however long decoding runs. ``update``
+    returns the held keys followed by the new ones, with the sequence index of each: the windows of the
+    first new queries reach back into the held keys, and the attention masks by index, not by slot.
+
+    Args:
+        window: keys each query sees (the attention's window).
+        max_len: the most positions this cache will see, or None for no limit. Only when it is smaller
+            than the window does it bound anything (the buffer, and then the positions accepted).
+    """
+
+    def __init__(self, window: int, max_len: int | None = None) -> None:
+        if window < 1:
+            raise ValueError(f"window ({window}) must be >= 1")
+        self.window = window
+        self.max_len = max_len
+        self.capacity = window if max_len is None else min(window, max_len)
+        self.length = 0
+        """Positions seen so far (a Python int): the sequence index of the next one."""
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    @property
+    def held(self) -> int:
+        """How many positions the buffer holds now: the last ``held`` of the ``length`` seen."""
+        return min(self.length, self.capacity)
+
+    def held_index(self, device: torch.device | None = None) -> torch.Tensor:
+        """``(held,)`` sequence index of the key in each filled slot (slot order, not time order)."""
+        slots = torch.arange(self.held, device=device)
+        # The newest index i < length with i % capacity == slot.
+        return slots + self.capacity * ((self.length - 1 - slots) // self.capacity)
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Add ``(N, Hkv, L, D)`` keys and values; return the held ones then the new ones, ``(N, Hkv, S, D)``
+        each, and their sequence indices ``(S,)``, ``S = held + L``. Only the last ``capacity`` are kept."""
+        start, new = self.length, k.size(2)
+        end = start + new
+        if self.capacity < self.window and end > self.capacity:
+            raise ValueError(
+                f"rolling cache full: {start} positions cached, {new} more do not fit (max_len {self.max_len})"
+            )
+        if self.k is None or self.v is None:
+            n, h, _, d = k.shape
+            self.k = k.new_empty(n, h, self.capacity, d)
+            self.v = v.new_empty(n, h, self.capacity, v.size(-1))
+        held = self.held
+        index = torch.cat([self.held_index(k.device), torch.arange(start, end, device=k.device)])  # (S,)
+        keys = torch.cat([self.k[:, :, :held], k], dim=2)  # (N, Hkv, S, D): a copy, so overwriting is safe
+        values = torch.cat([self.v[:, :, :held], v], dim=2)
+        kept = min(new, self.capacity)
+        slots = index[index.numel() - kept :] % self.capacity
+        self.k.index_copy_(2, slots, k[:, :, new - kept :])
+        self.v.index_copy_(2, slots, v[:, :, new - kept :])
+        self.length = end
+        return keys, values, index
+
+    def reset(self) -> None:
+        """Forget the cached positions; the buffers are kept for the next sequence."""
+        self.length = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated by the buffers (0 before the first update); independent of ``length``."""
+        if self.k is None or self.v is None:
+            return 0
+        return self.k.nbytes + self.v.nbytes
+
+
+class SlidingWindowAttention(GroupedQueryAttention):
+    """Grouped-query attention over the ``window`` most recent keys (Mistral), with a rolling KV cache.
+
+    The same parameters as ``gqa`` (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``), so weights move between
+    the two; with a window covering the whole sequence the outputs are equal. Cross-attention (over an
+    encoder output) has no window and is plain grouped-query attention.
+
+    Args:
+        d_model: width E of the input and output.
+        window: keys each query sees, itself included (W >= 1).
+        num_heads, num_kv_heads, head_dim, bias, dropout, scale, causal, cross: as in zoo's
+            ``GroupedQueryAttention``.
+
+    Raises:
+        ValueError: ``window`` < 1, or the head counts of ``GroupedQueryAttention``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        window: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        causal: bool = False,
+        cross: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        if window < 1:
+            raise ValueError(f"window ({window}) must be >= 1")
+        super().__init__(
+            d_model,
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            head_dim=head_dim,
+            bias=bias,
+            dropout=dropout,
+            scale=scale,
+            causal=causal,
+            cross=cross,
+            device=device,
+            dtype=dtype,
+        )
+        self.window = window
+        self.lookahead = 0 if self.causal else window - 1  # keys after the query, in a bidirectional stack
+
+    def new_cache(self, batch_size: int, max_len: int) -> Any:
+        """A ``RollingKVCache`` of the window (cross-attention: zoo's cache of the encoder K/V)."""
+        if self.cross:
+            return super().new_cache(batch_size, max_len)
+        return RollingKVCache(self.window, max_len)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: Any = None,
+        cache: RollingKVCache | None = None,
+    ) -> torch.Tensor:
+        """``x`` (N, L, E) -> (N, L, E). ``mask`` (N|1, 1, L, S) bool over every key so far (S = cached + L),
+        True = may attend; the window is applied on top of it. Other arguments as in ``gqa``."""
+        if self.cross:  # an encoder output has no window to slide over
+            return super().forward(x, context=context, mask=mask, positions=positions, pos=pos, cache=cache)
+        n, L, _ = x.shape
+        q = self.q_proj(x).view(n, L, self.num_heads, self.head_dim).transpose(1, 2)  # (N, H, L, D)
+        k = self.k_proj(x).view(n, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, L, D)
+        v = self.v_proj(x).view(n, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, L, D)
+        start = 0 if cache is None else cache.length
+        query_index = torch.arange(start, start + L, device=x.device)  # sequence indices of the queries
+        positions = query_index[None] if positions is None else positions
+        if pos is not None:
+            q, k = pos.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
+        key_index, key_positions = query_index, positions
+        if cache is not None:
+            k, v, key_index = cache.update(k, v)  # (N, Hkv, S, D): the held keys, then the new ones
+            key_positions = key_index[None]
+            mask = None if mask is None else mask.index_select(-1, key_index)  # columns of the keys held
+        local = sliding_window_mask(query_index, key_index, self.window, self.lookahead)  # (L, S)
+        mask = local if mask is None else mask & local
+        bias = None if pos is None else pos.score_bias(positions, key_positions)
+        p = self.dropout if self.training else 0.0
+        y = attend(q, k, v, mask=mask, bias=bias, scale=self.scale, dropout_p=p)  # (N, H, L, D)
+        return self.o_proj(y.transpose(1, 2).reshape(n, L, self.num_heads * self.head_dim))  # (N, L, E)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, window={self.window}"
+
+
+class SlidingWindowConfig(AttentionConfig):
+    """Recipe options of ``sliding_window``: grouped-query attention over the most recent ``window`` keys."""
+
+    type: Literal["sliding_window"] = "sliding_window"
+    window: int = Field(ge=1, description="Keys each query sees, itself included (Mistral 7B: 4096).")
+    num_kv_heads: int | None = Field(
+        None, ge=1, description="Key/value heads, dividing num_heads; default num_heads (multi-head)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kv_heads(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("num_kv_heads") is None and "num_heads" in data:
+            data = {**data, "num_kv_heads": data["num_heads"]}
+        return data
+
+    @model_validator(mode="after")
+    def _kv_heads_divide_heads(self) -> SlidingWindowConfig:
+        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
+        return self

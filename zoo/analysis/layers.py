@@ -1,0 +1,122 @@
+"""The torchinfo layer table of a built model, fed real inputs of its family's shape.
+
+The inputs follow the model's ``forward`` signature, the convention every zoo architecture keeps: ``images``
+(N, C, H, W) for vision models, ``input_ids`` and ``decoder_input_ids`` (N, L) for encoder-decoders, and
+``input_ids`` (N, L) otherwise. When the forward pass cannot run (a mixture-of-experts FFN routes tokens by
+their values, which meta tensors do not have), the table falls back to torchinfo's per-module parameters
+without shapes, and ``LayerTable.note`` says why.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from zoo.recipe import Recipe
+
+__all__ = ["LayerTable", "example_inputs", "input_family", "layer_table", "routed_ffn"]
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    text: str
+    """torchinfo's table, as torchinfo prints it."""
+    total_params: int
+    """torchinfo's own total (a tied tensor counted once per module holding it)."""
+    forward: str
+    """Where the forward pass ran: ``meta``, ``cpu``, or ``none`` (parameters only)."""
+    note: str | None = None
+    repeated: list[str] = field(default_factory=list)
+    """Modules holding parameters that the forward pass called more than once (torchinfo counts each call)."""
+
+
+def input_family(model: nn.Module) -> str | None:
+    """``images``, ``source+target``, ``tokens`` or None, from the names ``model.forward`` takes."""
+    names = inspect.signature(model.forward).parameters
+    if "images" in names:
+        return "images"
+    if "decoder_input_ids" in names:
+        return "source+target"
+    if "input_ids" in names:
+        return "tokens"
+    return None
+
+
+def example_inputs(model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int) -> dict[str, torch.Tensor] | None:
+    """Inputs of the model's family on its device: random token ids or images (seeded), or None if unknown."""
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(0)
+    family = input_family(model)
+
+    def ids() -> torch.Tensor:
+        return torch.randint(0, recipe.vocab_size or 1, (batch, seq_len), generator=generator).to(device)
+
+    if family == "images":
+        size = (batch, recipe.num_channels, recipe.image_size, recipe.image_size)
+        dtype = next(model.parameters()).dtype
+        return {"images": torch.randn(size, generator=generator).to(device=device, dtype=dtype)}
+    if family == "source+target":
+        return {"input_ids": ids(), "decoder_input_ids": ids()}
+    if family == "tokens":
+        return {"input_ids": ids()}
+    return None
+
+
+def routed_ffn(model: nn.Module) -> str | None:
+    """The path of the first mixture-of-experts FFN (one that records an ``aux_loss``), or None.
+
+    Its experts run only on the tokens routed to them, so its shapes depend on values (``torch.nonzero``).
+    """
+    for path, provenance in getattr(model, "zoo_components", {}).items():
+        if provenance.kind == "ffn" and hasattr(model.get_submodule(path), "aux_loss"):
+            return path
+    return None
+
+
+def _repeated(model: nn.Module, stats) -> list[str]:
+    names = {id(m): name for name, m in model.named_modules()}
+    seen = {
+        names.get(info.layer_id, info.class_name)
+        for info in stats.summary_list
+        if info.is_recursive and any(True for _ in info.module.parameters(recurse=False))
+    }
+    return sorted(seen)
+
+
+def _first_line(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0] if text else ''}"
+
+
+def layer_table(model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int, depth: int = 3) -> LayerTable:
+    """torchinfo's summary of ``model`` with a forward pass on real-shaped inputs where one can run."""
+    import torchinfo
+
+    device = next(model.parameters()).device
+    inputs = example_inputs(model, recipe, batch=batch, seq_len=seq_len)
+    note = None
+    if inputs is None:
+        note = "torchinfo ran without a forward pass: zoo does not know the inputs of this model's forward"
+    elif device.type == "meta" and (routed := routed_ffn(model)) is not None:
+        note = (
+            f"torchinfo ran without a forward pass (parameters only, no shapes): the mixture-of-experts FFN "
+            f"{routed} routes tokens by their values, which tensors on the meta device do not have"
+        )
+        inputs = None
+    if inputs is not None:
+        # Models return a ModelOutput dataclass, which torchinfo cannot size: hand it the logits instead.
+        hook = model.register_forward_hook(lambda module, args, output: getattr(output, "logits", output))
+        try:
+            stats = torchinfo.summary(model, input_data=inputs, depth=depth, device=device, verbose=0)
+            return LayerTable(str(stats), stats.total_params, device.type, repeated=_repeated(model, stats))
+        except Exception as exc:  # noqa: BLE001 - any failure of the forward pass falls back to the static table
+            failed = f"the forward pass on {device.type} failed ({_first_line(exc)})"
+            note = f"torchinfo ran without a forward pass: {failed}"
+        finally:
+            hook.remove()
+    stats = torchinfo.summary(model, depth=depth, device=device, verbose=0)
+    return LayerTable(str(stats), stats.total_params, "none", note)

@@ -1,0 +1,163 @@
+"""Everything ``zoo summary`` shows, computed in one place: parameters, FLOPs, memory and torchinfo's table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zoo.builder import build
+from zoo.errors import ZooError
+from zoo.recipe import Recipe, load_recipe
+
+from .flops import FlopEstimate, flop_estimate
+from .layers import LayerTable, input_family, layer_table
+from .memory import MemoryEstimate, memory_estimate
+from .params import Mismatch, ParameterCount, analytic_parameters, compare_counts, parameter_breakdown
+from .plan import model_plan
+
+__all__ = ["ModelSummary", "summarize"]
+
+CPU_MAX_PARAMETERS = 20_000_000
+CPU_MAX_FLOPS = 10**10
+"""Models this small (weights and one forward pass) are summarised with real tensors on the CPU, so that
+even data-dependent layers run; larger ones are built on the meta device and never allocated."""
+
+
+@dataclass
+class ModelSummary:
+    """The numbers of one recipe at one batch size and sequence length."""
+
+    recipe: Recipe
+    batch: int
+    seq_len: int
+    device: str
+    """Where the model was built to be counted: ``cpu`` (small models) or ``meta``."""
+    counted: ParameterCount
+    analytic: ParameterCount
+    mismatches: list[Mismatch]
+    flops: FlopEstimate
+    memory: MemoryEstimate
+    layers: LayerTable | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def routed(self) -> bool:
+        """True when a token uses fewer parameters than the model has (mixture of experts)."""
+        return self.analytic.active is not None and self.analytic.active < self.analytic.total
+
+    @property
+    def torchinfo_note(self) -> str | None:
+        """Why torchinfo's total differs from zoo's, or None when they agree."""
+        if self.layers is None or self.layers.total_params == self.counted.total:
+            return None
+        reported, true = self.layers.total_params, self.counted.total
+        reasons = []
+        if self.counted.tied:
+            shared = "; ".join(f"{t.name} is {t.owner}, {t.numel:,}" for t in self.counted.tied)
+            reasons.append(f"it counts a tied tensor once per module that holds it ({shared})")
+        if self.layers.repeated:
+            reasons.append(
+                "it counts a module's parameters again each time the forward pass calls it "
+                f"({', '.join(self.layers.repeated)})"
+            )
+        why = f": {'; and '.join(reasons)}" if reasons else ""
+        return f"torchinfo reports {reported:,} parameters{why}. The model has {true:,}, each tensor counted once."
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every number as plain JSON-ready data."""
+        c, a = self.counted, self.analytic
+        return {
+            "recipe": self.recipe.name,
+            "architecture": self.recipe.architecture,
+            "batch": self.batch,
+            "seq_len": self.seq_len,
+            "built_on": self.device,
+            "parameters": {
+                "total": c.total,
+                "trainable": c.trainable,
+                "active": a.active,
+                "routed": self.routed,
+                "by_kind": c.by_kind,
+                "by_layer": c.by_layer,
+                "analytic": {"total": a.total, "by_kind": a.by_kind, "by_layer": a.by_layer, "missing": a.missing},
+                "agree": not self.mismatches,
+                "mismatches": [
+                    {"where": m.where, "counted": m.counted, "analytic": m.analytic} for m in self.mismatches
+                ],
+                "tied": [{"name": t.name, "owner": t.owner, "numel": t.numel} for t in c.tied],
+                "torchinfo_total": self.layers.total_params if self.layers else None,
+                "torchinfo_note": self.torchinfo_note,
+            },
+            "flops": self.flops.to_dict(),
+            "memory": self.memory.to_dict(),
+            "torchinfo": {"forward": self.layers.forward, "note": self.layers.note} if self.layers else None,
+            "notes": self.notes,
+        }
+
+
+def summarize(
+    recipe: str | Path | Mapping[str, Any] | Recipe,
+    *,
+    batch: int = 1,
+    seq_len: int | None = None,
+    depth: int = 3,
+    torchinfo: bool = True,
+) -> ModelSummary:
+    """Parameters (counted and analytic), FLOPs, memory and torchinfo's layer table of a recipe.
+
+    Args:
+        recipe: a path, a recipe name, a dict or a ``Recipe``.
+        batch: sequences per batch (activations, KV cache and per-batch FLOPs).
+        seq_len: tokens per sequence; default the recipe's ``max_len`` (a vision model's is its patch count).
+        depth: how deep torchinfo's table goes.
+        torchinfo: run torchinfo (False skips the layer table, e.g. to count many recipes fast).
+
+    Raises:
+        RecipeError: the recipe is invalid.
+        ZooError: ``batch`` or ``seq_len`` is out of range.
+    """
+    if not isinstance(recipe, Recipe):
+        recipe = load_recipe(recipe)
+    notes: list[str] = []
+    if batch < 1:
+        raise ZooError(f"batch must be >= 1, got {batch}")
+    seq_len = seq_len if seq_len is not None else (recipe.max_len or 1)
+    plan = model_plan(recipe)
+    analytic = analytic_parameters(plan)
+    small = analytic.total <= CPU_MAX_PARAMETERS and (
+        flop_estimate(plan, seq_len=seq_len, batch=batch).forward_per_batch <= CPU_MAX_FLOPS
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = build(recipe, device="cpu" if small else "meta")
+    if input_family(model) == "images" and recipe.max_len and seq_len != recipe.max_len:
+        notes.append(f"a vision model sees {recipe.max_len} tokens per image (patches + CLS): seq_len is that")
+        seq_len = recipe.max_len
+    if seq_len < 1:
+        raise ZooError(f"seq_len must be >= 1, got {seq_len}")
+    if getattr(recipe.positional, "bounded_by_max_len", False) and seq_len > (recipe.max_len or 0):
+        raise ZooError(
+            f"seq_len {seq_len} exceeds max_len {recipe.max_len}: {recipe.positional.type} positions "
+            "exist only below max_len"
+        )
+    counted = parameter_breakdown(model)
+    table = layer_table(model, recipe, batch=batch, seq_len=seq_len, depth=depth) if torchinfo else None
+    if table is not None and table.note:
+        notes.append(table.note)
+    return ModelSummary(
+        recipe=recipe,
+        batch=batch,
+        seq_len=seq_len,
+        device=next(model.parameters()).device.type,
+        counted=counted,
+        analytic=analytic,
+        mismatches=compare_counts(counted, analytic),
+        flops=flop_estimate(plan, seq_len=seq_len, batch=batch),
+        memory=memory_estimate(plan, parameters=counted.total, batch=batch, seq_len=seq_len, max_len=recipe.max_len),
+        layers=table,
+        notes=notes,
+    )

@@ -1,0 +1,129 @@
+"""``zoo build`` and ``zoo validate``: turn recipes into models, or check them without building."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from zoo.errors import ZooError
+
+RECIPE_HELP = "A recipe file (YAML or JSON) or the name of a named recipe (see `zoo recipes`)."
+SET_HELP = "Override a recipe value, e.g. --set attention.num_heads=8 (the value is read as YAML); repeatable."
+Overrides = Annotated[list[str] | None, typer.Option("--set", metavar="KEY.PATH=VALUE", help=SET_HELP)]
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+    meta = "meta"
+
+
+class Dtype(str, Enum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+def load_with_overrides(recipe: str, assignments: list[str] | None) -> Any:
+    """The validated recipe ``recipe`` with ``--set`` assignments applied."""
+    from zoo.recipe import load_recipe, parse_override
+
+    return load_recipe(recipe, **dict(parse_override(a) for a in assignments or []))
+
+
+def build(
+    recipe: Annotated[str, typer.Argument(help=RECIPE_HELP)],
+    set_: Overrides = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Save the resolved recipe (recipe.yaml) and the weights (model.safetensors) here."),
+    ] = None,
+    device: Annotated[Device, typer.Option("--device", help="Where to build; meta allocates nothing.")] = Device.cpu,
+    dtype: Annotated[Dtype, typer.Option("--dtype", help="Parameter dtype.")] = Dtype.float32,
+) -> None:
+    """Validate and build a recipe; print its component tree (kind, name, plugin, parameters)."""
+    import torch
+
+    from zoo.analysis import component_tree
+    from zoo.builder import build
+    from zoo.checkpoint import save
+
+    from .render import console, count
+
+    resolved = load_with_overrides(recipe, set_)
+    if out is not None and device is Device.meta:
+        raise ZooError("--out saves weights, and a model built on the meta device has none: use --device cpu or cuda")
+    if device is Device.cuda and not torch.cuda.is_available():
+        raise ZooError("--device cuda: CUDA is not available on this machine (torch sees no GPU)")
+    model = build(resolved, device=device.value, dtype=dtype.value)
+    tree = component_tree(model)
+    show = console()
+    show.print(_tree(tree, resolved.name))
+    show.print(f"{count(tree.params)} parameters (tied weights counted once) on {device.value}, {dtype.value}")
+    if out is not None:
+        directory = save(model, out)
+        show.print(f"saved {directory / 'recipe.yaml'} and {directory / 'model.safetensors'}")
+
+
+def _label(node: Any, name: str) -> Any:
+    from rich.text import Text
+
+    from .render import count
+
+    label = Text(name, style="bold")
+    if node.repeat > 1:
+        label.append(f" ×{node.repeat}")
+    label.append(f"  {node.module}", style="dim" if node.kind is None else "")
+    if node.kind is not None:
+        label.append(f"  {node.kind}: ", style="cyan")
+        label.append(node.component or "", style="bold cyan")
+        label.append(f" ({node.plugin})", style="dim")
+    label.append(f"  {count(node.params)}" + (" each" if node.repeat > 1 else ""), style="green")
+    if node.tied:
+        label.append(f"  tied: {', '.join(node.tied)}", style="yellow")
+    return label
+
+
+def _tree(root: Any, title: str) -> Any:
+    from rich.tree import Tree
+
+    tree = Tree(_label(root, title))
+
+    def add(parent: Any, node: Any) -> None:
+        for child in node.children:
+            add(parent.add(_label(child, child.name)), child)
+
+    add(tree, root)
+    return tree
+
+
+def validate(recipes: Annotated[list[str], typer.Argument(help="Recipe files or names to check.")]) -> None:
+    """Validate recipes without building them: report every error; exit 2 if any is invalid."""
+    from rich.markup import escape
+
+    from zoo.recipe import load_recipe
+
+    from . import format_error
+    from .render import console
+
+    show = console()
+    invalid = 0
+    for ref in recipes:
+        try:
+            resolved = load_recipe(ref)
+        except ZooError as exc:
+            invalid += 1
+            show.print(f"[red]invalid[/red] {escape(ref)}")
+            show.print(format_error(exc), markup=False, soft_wrap=True)
+        else:
+            show.print(f"[green]ok[/green] {escape(ref)}: {escape(resolved.name)} ({resolved.architecture})")
+    if invalid:
+        raise ZooError(f"{invalid} of {len(recipes)} recipes are invalid")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(build)
+    app.command()(validate)
