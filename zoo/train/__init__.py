@@ -1,0 +1,51 @@
+"""Training: from a recipe to a trained model, on CPU, one GPU, or many under ``torchrun``.
+
+    from zoo.train import train
+    result = train("recipes/gpt-tiny.yaml", out="runs/gpt", **{"train.steps": 200})
+
+The objective follows the architecture (``objectives``), data is embedded unless given (``data``),
+checkpoints are atomic and resumable (``checkpoint``), DDP / FSDP2 come from the environment that
+``torchrun`` sets (``distributed``). Importing ``zoo.train`` is cheap: ``zoo.recipe`` imports its
+config, and torch loads only when something here that needs it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .config import TrainConfig
+
+__all__ = [
+    "Run",
+    "TrainConfig",
+    "TrainEvent",
+    "TrainResult",
+    "load_run",
+    "plot_metrics",
+    "read_metrics",
+    "train",
+]
+
+_LAZY = {
+    "train": "zoo.train.loop",
+    "TrainEvent": "zoo.train.loop",
+    "TrainResult": "zoo.train.loop",
+    "Run": "zoo.train.checkpoint",
+    "load_run": "zoo.train.checkpoint",
+    "read_metrics": "zoo.train.metrics",
+    "plot_metrics": "zoo.train.metrics",
+}
+
+if TYPE_CHECKING:
+    from .checkpoint import Run, load_run
+    from .loop import TrainEvent, TrainResult, train
+    from .metrics import plot_metrics, read_metrics
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'zoo.train' has no attribute {name!r}")

@@ -1,0 +1,78 @@
+"""The ``train:`` section of a recipe: how to train the model, validated like the rest of the recipe.
+
+Pure pydantic (no torch): ``zoo.recipe`` imports it, and the CLI imports ``zoo.recipe`` at startup.
+Every field has a default, so a recipe without a ``train:`` section trains with these.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Objective = Literal["auto", "causal_lm", "masked_lm", "classification", "image_classification", "seq2seq"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+Parallel = Literal["auto", "ddp", "fsdp"]
+
+
+class TrainConfig(BaseModel):
+    """Optimiser, schedule, batch, precision and bookkeeping of a training run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    objective: Objective = Field(
+        "auto",
+        description="What to learn; auto follows the architecture and head: decoder -> causal_lm, encoder with an "
+        "mlm head -> masked_lm, encoder with a classification head -> classification, vit -> "
+        "image_classification, encoder-decoder -> seq2seq.",
+    )
+    data: str | None = Field(
+        None,
+        description="Text file, folder of .txt files, .tsv file (label<TAB>text, source<TAB>target) or image "
+        "folder (one subfolder per class). None: the embedded data of the objective.",
+    )
+    tokenizer: Literal["byte", "bpe"] = Field(
+        "byte", description="byte: UTF-8 bytes (vocab 256). bpe: byte-level BPE trained on the data (vocab_size)."
+    )
+    task: Literal["reverse", "sort", "copy"] = Field(
+        "reverse", description="The embedded seq2seq task (encoder-decoder models without --data)."
+    )
+    steps: int = Field(1000, ge=1, description="Optimizer steps.")
+    batch_size: int = Field(
+        16, ge=1, description="Sequences (or images) per micro-step, over all processes together."
+    )
+    seq_len: int | None = Field(
+        None, ge=2, description="Tokens per training sequence (seq2seq: longest source); default max_len."
+    )
+    grad_accum: int = Field(1, ge=1, description="Micro-steps whose gradients add up to one optimizer step.")
+    lr: float = Field(1e-3, gt=0, description="Peak learning rate (after warmup).")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Learning rate at the end of the cosine, / lr.")
+    warmup_steps: int = Field(100, ge=0, description="Steps of linear warmup from lr / warmup_steps to lr.")
+    weight_decay: float = Field(
+        0.1, ge=0, description="AdamW decay of Linear and Conv weights; never norms, biases or embeddings."
+    )
+    betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW beta1, beta2.")
+    eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+    clip_grad: float | None = Field(1.0, gt=0, description="Clip the global gradient norm to this; null: no clip.")
+    precision: Precision = Field(
+        "auto", description="fp32, bf16 (autocast), fp16 (autocast + loss scaling); auto: bf16 on CUDA, fp32 on CPU."
+    )
+    compile: bool = Field(False, description="Run the model through torch.compile.")
+    parallel: Parallel = Field(
+        "auto", description="Under torchrun: ddp, or fsdp (FSDP2) for models too big for one GPU; auto chooses."
+    )
+    mask_prob: float = Field(0.15, gt=0, lt=1, description="Masked LM: share of tokens to predict (80/10/10).")
+    val_fraction: float = Field(0.05, gt=0, lt=0.5, description="Share of the data held out for evaluation.")
+    eval_interval: int = Field(100, ge=0, description="Evaluate every this many steps (and at the end); 0: end only.")
+    eval_batches: int = Field(8, ge=1, description="Batches per evaluation.")
+    log_interval: int = Field(10, ge=1, description="Write a metrics record every this many steps.")
+    checkpoint_interval: int = Field(500, ge=0, description="Checkpoint every this many steps (and at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept; older ones are deleted.")
+    seed: int = Field(0, ge=0, description="Seeds the model's initialisation, the data order and dropout.")
+
+    @model_validator(mode="after")
+    def _betas_in_range(self) -> TrainConfig:
+        for i, beta in enumerate(self.betas):
+            if not 0 <= beta < 1:
+                raise ValueError(f"betas[{i}] ({beta}) must be in [0, 1)")
+        return self
