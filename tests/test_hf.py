@@ -174,6 +174,27 @@ CASES = {
             max_position_embeddings=64,
         ),
     ),
+    "llama-3-rope-scaled": Case(
+        "llama",
+        "LlamaForCausalLM",
+        dict(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=128,
+            rope_scaling={
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        ),
+    ),
     "mixtral-4x2": Case(
         "mixtral",
         "MixtralForCausalLM",

@@ -250,9 +250,7 @@ class TestT5RelativeBias:
     def test_buckets_match_t5(self, causal):
         relative = torch.tensor(list(T5_BUCKETS))
         expected = [pair[int(causal)] for pair in T5_BUCKETS.values()]
-        buckets = P.relative_position_bucket(
-            relative, bidirectional=not causal, num_buckets=32, max_distance=128
-        )
+        buckets = P.relative_position_bucket(relative, bidirectional=not causal, num_buckets=32, max_distance=128)
         assert buckets.tolist() == expected
 
     def test_parameter_count_of_t5_small(self):
@@ -281,9 +279,7 @@ class TestT5RelativeBias:
         assert torch.equal(bias.score_bias(shifted, shifted), base.expand(2, -1, -1, -1))
 
     def test_bad_bucket_layouts_are_refused(self):
-        message = (
-            "t5_relative max_distance (16) must exceed the 16 exact buckets (num_buckets 32, causal True)"
-        )
+        message = "t5_relative max_distance (16) must exceed the 16 exact buckets (num_buckets 32, causal True)"
         assert P.T5RelativeConfig(max_distance=16).check(BuildContext(d_model=8, causal=True)) == [message]
         assert P.T5RelativeConfig(max_distance=16).check(BuildContext(d_model=8, causal=False)) == []
         with pytest.raises(ValueError, match=r"num_buckets >= 4 \(causal False\), got 3"):
@@ -356,3 +352,44 @@ class TestRegistration:
             compiled = torch.compile(step, backend="eager", fullgraph=True)
             for got, want in zip(compiled(x, q, k, positions), step(x, q, k, positions), strict=True):
                 assert (got is None and want is None) or torch.allclose(got, want), name
+
+
+class TestRopeScaling:
+    def reference_llama3(self, speeds, factor, low, high, original):
+        # Meta's reference rule, element by element.
+        out = []
+        for s in speeds.tolist():
+            wavelength = 2 * math.pi / s
+            if wavelength < original / high:
+                out.append(s)
+            elif wavelength > original / low:
+                out.append(s / factor)
+            else:
+                smooth = (original / wavelength - low) / (high - low)
+                out.append((1 - smooth) * s / factor + smooth * s)
+        return torch.tensor(out)
+
+    def test_llama3_rule_matches_the_reference(self):
+        speeds = P.inverse_frequencies(64, 500000.0)
+        got = P.scale_frequencies(
+            speeds, "llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_len=8192
+        )
+        torch.testing.assert_close(got, self.reference_llama3(speeds, 32.0, 1.0, 4.0, 8192), rtol=1e-6, atol=0)
+        assert got[0] == speeds[0] and got[-1] == speeds[-1] / 32  # fast pairs kept, slow ones stretched
+
+    def test_linear_divides_and_none_keeps(self):
+        speeds = P.inverse_frequencies(16, 10000.0)
+        assert torch.equal(P.scale_frequencies(speeds, "none"), speeds)
+        torch.testing.assert_close(P.scale_frequencies(speeds, "linear", factor=4.0), speeds / 4)
+
+    def test_scaled_rope_is_still_relative(self):
+        rope = P.RotaryEmbedding(64, head_dim=16, scaling="llama3", scaling_factor=8.0, original_max_len=64)
+        q, k = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
+        pos = torch.arange(5)[None]
+        a = torch.einsum("nhld,nhmd->nhlm", *rope.rotate(q, k, pos))
+        b = torch.einsum("nhld,nhmd->nhlm", *rope.rotate(q, k, pos + 1000))
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+    def test_inconsistent_factors_are_refused(self):
+        with pytest.raises(ValueError, match=r"high_freq_factor \(1.0\) must exceed low_freq_factor \(2.0\)"):
+            P.RopeConfig(scaling="llama3", low_freq_factor=2.0, high_freq_factor=1.0)

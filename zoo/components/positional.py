@@ -21,7 +21,7 @@ import math
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from zoo.config import BuildContext, ComponentConfig
@@ -42,6 +42,33 @@ def inverse_frequencies(
     """
     exponents = torch.arange(0, dim, 2, device=device, dtype=torch.int64).to(dtype) / dim
     return 1.0 / (base**exponents)
+
+
+def scale_frequencies(
+    speeds: torch.Tensor,
+    scaling: str,
+    *,
+    factor: float = 1.0,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+    original_max_len: int = 8192,
+) -> torch.Tensor:
+    """RoPE speeds stretched for contexts longer than the model was first trained on.
+
+    ``linear`` divides every speed by ``factor`` (position interpolation). ``llama3`` (Llama 3.1+) divides
+    only the slow pairs, whose wavelength exceeds ``original_max_len / low_freq_factor``; keeps the fast
+    ones, shorter than ``original_max_len / high_freq_factor``; and blends smoothly in between.
+    """
+    if scaling == "none":
+        return speeds
+    if scaling == "linear":
+        return speeds / factor
+    wavelength = 2 * math.pi / speeds
+    smooth = (original_max_len / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    blended = (1 - smooth) * speeds / factor + smooth * speeds
+    slow = wavelength > original_max_len / low_freq_factor
+    fast = wavelength < original_max_len / high_freq_factor
+    return torch.where(slow, speeds / factor, torch.where(fast, speeds, blended))
 
 
 class PositionalEncoding(nn.Module):
@@ -153,6 +180,11 @@ class RotaryEmbedding(PositionalEncoding):
         theta: float = 10000.0,
         rotary_fraction: float = 1.0,
         interleaved: bool = False,
+        scaling: Literal["none", "linear", "llama3"] = "none",
+        scaling_factor: float = 1.0,
+        low_freq_factor: float = 1.0,
+        high_freq_factor: float = 4.0,
+        original_max_len: int = 8192,
         device=None,
         dtype=None,
     ) -> None:
@@ -168,6 +200,13 @@ class RotaryEmbedding(PositionalEncoding):
         # adjacent -> (R/2, 2), pair axis last; halves -> (2, R/2), pair axis second to last.
         self._pair_shape = (-1, 2) if interleaved else (2, -1)
         self._pair_dim = -1 if interleaved else -2
+        self.scaling = dict(
+            scaling=scaling,
+            factor=scaling_factor,
+            low_freq_factor=low_freq_factor,
+            high_freq_factor=high_freq_factor,
+            original_max_len=original_max_len,
+        )
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Angles come from the positions on every call, not from a cos/sin table gathered by position:
@@ -175,6 +214,7 @@ class RotaryEmbedding(PositionalEncoding):
         # and no float buffer exists for model.to(bfloat16) to round (a bf16 inverse-frequency table is
         # off by radians at positions in the thousands). Hugging Face's Llama computes them the same way.
         speeds = inverse_frequencies(self.rotary_dim, self.theta, device=positions.device)  # (R/2,)
+        speeds = scale_frequencies(speeds, **self.scaling)
         angles = positions[:, None, :, None].float() * speeds  # (N|1, 1, L, R/2): broadcasts over heads
         cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
         return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
@@ -354,6 +394,22 @@ class RopeConfig(PositionalConfig):
         False,
         description="Rotate adjacent dim pairs (GPT-J) instead of dims i and i + D/2 (GPT-NeoX, Llama).",
     )
+
+    scaling: Literal["none", "linear", "llama3"] = Field(
+        "none", description="Stretch the speeds for long contexts: linear interpolation or Llama 3.1's rule."
+    )
+    scaling_factor: float = Field(1.0, ge=1, description="How much longer than original_max_len (Llama 3.2: 32).")
+    low_freq_factor: float = Field(1.0, gt=0, description="llama3: longer wavelengths are scaled.")
+    high_freq_factor: float = Field(4.0, gt=0, description="llama3: shorter wavelengths are kept.")
+    original_max_len: int = Field(8192, ge=1, description="The context length the speeds were trained for.")
+
+    @model_validator(mode="after")
+    def _scaling_is_consistent(self):
+        if self.scaling == "llama3" and self.high_freq_factor <= self.low_freq_factor:
+            raise ValueError(
+                f"high_freq_factor ({self.high_freq_factor}) must exceed low_freq_factor ({self.low_freq_factor})"
+            )
+        return self
 
     def check(self, ctx: BuildContext) -> list[str]:
         problem = rotary_problem(ctx.head_dim, self.rotary_fraction)

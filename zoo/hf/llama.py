@@ -98,16 +98,20 @@ MIXTRAL_DEFAULTS: dict[str, Any] = {
     "sliding_window": None,
 }
 
+ROPE_SCALINGS = {"default": "none", "linear": "linear", "llama3": "llama3"}
+"""Hugging Face ``rope_type`` -> zoo's rope ``scaling``."""
+
+
 LLAMA_OPTIONS = (
     Option(
         "rope_scaling",
-        lambda v: v is None or (v.get("rope_type") or v.get("type")) == "default",
-        "zoo's rope has no frequency scaling (linear, dynamic, yarn, llama3, longrope)",
+        lambda v: v is None or (v.get("rope_type") or v.get("type")) in ROPE_SCALINGS,
+        "zoo's rope scales frequencies linearly or by the llama3 rule only (no dynamic, yarn, longrope)",
     ),
     Option(
         "rope_parameters.rope_type",
-        lambda v: v in (None, "default"),
-        "zoo's rope has no frequency scaling (linear, dynamic, yarn, llama3, longrope)",
+        lambda v: v is None or v in ROPE_SCALINGS,
+        "zoo's rope scales frequencies linearly or by the llama3 rule only (no dynamic, yarn, longrope)",
     ),
     Option(
         "rope_parameters.partial_rotary_factor",
@@ -130,6 +134,39 @@ MIXTRAL_OPTIONS = (
         "zoo's router does not multiply its input by training noise",
     ),
 )
+
+
+def rope_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """zoo's rope spec: the base, and the frequency scaling of ``rope_parameters`` (5.x) / ``rope_scaling`` (4.x)."""
+    spec: dict[str, Any] = {"type": "rope", "theta": rope_theta(config)}
+    params = lookup(config, "rope_parameters", None) or config.get("rope_scaling") or {}
+    scaling = ROPE_SCALINGS[params.get("rope_type") or params.get("type") or "default"]
+    if scaling != "none":
+        spec.update(scaling=scaling, scaling_factor=float(params["factor"]))
+    if scaling == "llama3":
+        spec.update(
+            low_freq_factor=float(params["low_freq_factor"]),
+            high_freq_factor=float(params["high_freq_factor"]),
+            original_max_len=int(params["original_max_position_embeddings"]),
+        )
+    return spec
+
+
+def hf_rope_parameters(rope: Any) -> dict[str, Any]:
+    """The ``rope_parameters`` of a zoo rope config (the way back of ``rope_spec``)."""
+    params: dict[str, Any] = {
+        "rope_type": "default" if rope.scaling == "none" else rope.scaling,
+        "rope_theta": rope.theta,
+    }
+    if rope.scaling != "none":
+        params["factor"] = rope.scaling_factor
+    if rope.scaling == "llama3":
+        params.update(
+            low_freq_factor=rope.low_freq_factor,
+            high_freq_factor=rope.high_freq_factor,
+            original_max_position_embeddings=rope.original_max_len,
+        )
+    return params
 
 
 def rope_theta(config: dict[str, Any]) -> float:
@@ -163,7 +200,7 @@ def _recipe(config: dict[str, Any], ffn: dict[str, Any], bias: bool) -> dict[str
         "norm_position": "pre",
         "embedding": embedding,
         "attention": _attention(config, bias),
-        "positional": {"type": "rope", "theta": rope_theta(config)},
+        "positional": rope_spec(config),
         "norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]},
         "ffn": ffn,
         "head": {"type": "lm", "tie_embeddings": bool(config["tie_word_embeddings"])},
@@ -203,7 +240,7 @@ def _config(recipe, weights, ffn_type: str, intermediate: str) -> dict[str, Any]
         "max_position_embeddings": recipe.max_len,
         "rms_norm_eps": recipe.norm.eps,
         "tie_word_embeddings": recipe.head.tie_embeddings,
-        "rope_parameters": {"rope_type": "default", "rope_theta": theta},
+        "rope_parameters": hf_rope_parameters(recipe.positional),
         "rope_theta": theta,
         "attention_dropout": recipe.attention.dropout,
         "pad_token_id": recipe.pad_token_id,
