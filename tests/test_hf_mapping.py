@@ -248,12 +248,12 @@ UNSUPPORTED = [
         r"feed_forward_proj='gated-gelu' is not supported: .*tanh GELU \(gelu_new\)",
     ),
     (
-        {"model_type": "llama", "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}},
-        "rope_parameters.rope_type='llama3' is not supported: zoo's rope has no frequency scaling",
+        {"model_type": "llama", "rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 8.0}},
+        "rope_parameters.rope_type='yarn' is not supported: zoo's rope scales frequencies linearly or by the llama3",
     ),
     (
-        {"model_type": "llama", "rope_scaling": {"type": "linear", "factor": 2.0}},
-        "rope_scaling=.*linear.* is not supported: zoo's rope has no frequency scaling",
+        {"model_type": "llama", "rope_scaling": {"type": "dynamic", "factor": 2.0}},
+        "rope_scaling=.*dynamic.* is not supported: zoo's rope scales frequencies linearly or by the llama3 rule",
     ),
     ({"model_type": "llama", "hidden_act": "gelu_pytorch_tanh"}, "hidden_act='gelu_pytorch_tanh' is not supported"),
     (
@@ -469,7 +469,7 @@ def test_real_configs_translate_to_the_reference_sizes(name, tmp_path):
     assert zoo.count_parameters(zoo.build(recipe, device="meta")) == parameters
 
 
-def test_llama_3_rope_scaling_is_refused_by_name(tmp_path):
+def test_llama_3_2_config_translates_to_the_shipped_recipe(tmp_path):
     config = {
         "model_type": "llama",
         "architectures": ["LlamaForCausalLM"],
@@ -478,16 +478,21 @@ def test_llama_3_rope_scaling_is_refused_by_name(tmp_path):
         "num_hidden_layers": 16,
         "num_attention_heads": 32,
         "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
         "rope_theta": 500000.0,
-        "rope_scaling": {"factor": 32.0, "rope_type": "llama3", "original_max_position_embeddings": 8192},
+        "rope_scaling": {
+            "factor": 32.0,
+            "high_freq_factor": 4.0,
+            "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
         "tie_word_embeddings": True,
         "vocab_size": 128256,
     }
-    with pytest.raises(HFImportError, match="rope_scaling=.*'llama3'.* is not supported: zoo's rope has no frequency"):
-        hf_recipe(hf_folder(tmp_path, config))
-    del config["rope_scaling"]
-    (tmp_path / "hf" / CONFIG_FILE).write_text(json.dumps(config))
-    recipe = hf_recipe(tmp_path / "hf")
-    assert recipe["positional"] == {"type": "rope", "theta": 500000.0}
-    assert recipe["attention"] == {"type": "gqa", "num_heads": 32, "num_kv_heads": 8, "bias": False, "dropout": 0.0}
-    assert zoo.count_parameters(zoo.build(recipe, device="meta")) == 1_235_814_400  # the llama-3.2-1b recipe
+    recipe = zoo.load_recipe(hf_recipe(hf_folder(tmp_path, config)))
+    shipped = zoo.load_recipe("llama-3.2-1b")
+    for field in ("positional", "attention", "norm", "ffn", "head", "max_len", "vocab_size", "d_model", "num_layers"):
+        assert getattr(recipe, field) == getattr(shipped, field), field
+    assert zoo.count_parameters(zoo.build(recipe, device="meta")) == 1_235_814_400

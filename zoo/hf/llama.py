@@ -145,9 +145,9 @@ def rope_spec(config: dict[str, Any]) -> dict[str, Any]:
         spec.update(scaling=scaling, scaling_factor=float(params["factor"]))
     if scaling == "llama3":
         spec.update(
-            low_freq_factor=float(params["low_freq_factor"]),
-            high_freq_factor=float(params["high_freq_factor"]),
-            original_max_len=int(params["original_max_position_embeddings"]),
+            low_freq_factor=float(params.get("low_freq_factor", 1.0)),  # Meta's values where a config omits them
+            high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+            original_max_len=int(params.get("original_max_position_embeddings", 8192)),
         )
     return spec
 
