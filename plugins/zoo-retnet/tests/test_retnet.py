@@ -9,9 +9,8 @@ import torch
 
 zoo_retnet = pytest.importorskip("zoo_retnet", reason="pip install -e plugins/zoo-retnet")
 
-from zoo_retnet import MultiScaleRetention, RetentionState, retention, retention_decays  # noqa: E402
-
 import zoo  # noqa: E402
+from zoo_retnet import MultiScaleRetention, RetentionState, retention, retention_decays  # noqa: E402
 
 
 def ids(batch: int, length: int, seed: int = 0) -> torch.Tensor:

@@ -7,11 +7,10 @@ import torch
 
 zoo_sliding_window = pytest.importorskip("zoo_sliding_window", reason="pip install -e plugins/zoo-sliding-window")
 
-from zoo_sliding_window import RollingKVCache, SlidingWindowAttention  # noqa: E402
-
 import zoo  # noqa: E402
 from zoo.components.attention import GroupedQueryAttention  # noqa: E402
 from zoo.components.positional import RotaryEmbedding  # noqa: E402
+from zoo_sliding_window import RollingKVCache, SlidingWindowAttention  # noqa: E402
 
 E, H, HKV, D = 32, 4, 2, 8
 GQA_TINY = {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "bias": False}
