@@ -156,3 +156,12 @@ def test_forward_never_touches_the_registry_or_pluggy(monkeypatch):
     monkeypatch.setattr(zoo.plugins.pm, "_hookexec", forbidden)
     for name, model in models.items():
         assert torch.isfinite(model(**inputs[name]).loss)
+
+
+def test_save_and_load_keeps_a_low_precision_dtype(tmp_path):
+    model = zoo.build("llama-tiny", dtype="bfloat16")
+    zoo.save(model, tmp_path / "bf16")
+    loaded = zoo.load(tmp_path / "bf16")
+    assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
+    a, b = model.state_dict(), loaded.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)

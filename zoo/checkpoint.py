@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 import yaml
+from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
@@ -56,7 +57,16 @@ def load(directory: str | Path, *, device: str | torch.device | None = None) -> 
     recipe_path, weights = directory / RECIPE_FILE, directory / WEIGHTS_FILE
     if not recipe_path.is_file():
         raise RecipeError(f"no {RECIPE_FILE} in {directory}: not a directory written by zoo build --out / zoo.save")
-    model = build(recipe_path, device=device)
+    dtype = None
+    if weights.is_file():
+        with safe_open(str(weights), framework="pt") as f:
+            keys = list(f.keys())
+            # Build in the dtype the weights were saved in (a bf16 model comes back bf16, not upcast).
+            dtype = f.get_slice(keys[0]).get_dtype() if keys else None
+    model = build(recipe_path, device=device, dtype=_DTYPES.get(dtype))
     if weights.is_file():
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))
     return model
+
+
+_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}
