@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from zoo.analysis.formulas import Cost, formula
 from zoo.config import BuildContext, ComponentConfig
 
 __all__ = ["MultiScaleRetention", "RetentionConfig", "RetentionState", "retention", "retention_decays"]
@@ -220,3 +221,23 @@ class RetentionConfig(ComponentConfig):
         if self.head_dim is None and ctx.d_model % self.num_heads:
             return [f"d_model ({ctx.d_model}) must be divisible by num_heads ({self.num_heads}), or set head_dim"]
         return []
+
+
+@formula(RetentionConfig)
+def retention_cost(config: RetentionConfig, ctx: BuildContext, nested: Any) -> Cost:
+    """What ``zoo summary`` counts for retention: q, k (E·H·D each), v, g (E·H·Dv each), o (H·Dv·E), GroupNorm.
+
+    The decoding state is (H, D, Dv) per sequence whatever its length, so nothing grows per cached token.
+    """
+    E = ctx.d_model
+    qk = config.num_heads * config.head_dim_for(E)
+    vg = config.value_factor * qk
+    weights = 2 * E * qk + 3 * E * vg
+    biases = (2 * qk + 2 * vg + E) if config.bias else 0
+    return Cost(
+        params=weights + biases + 2 * vg,  # GroupNorm scale and shift
+        matmul=weights,
+        score_width=(qk + vg) // 2,  # q·k over D and decay-weighted sums of v over Dv
+        kv_width=0,
+        acts=E + 2 * qk + 3 * vg,
+    )

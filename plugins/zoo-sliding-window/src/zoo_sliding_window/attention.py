@@ -21,12 +21,15 @@ W window.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch
 from pydantic import Field, model_validator
 
+from zoo.analysis.formulas import FORMULAS, Cost, formula
 from zoo.components.attention import AttentionConfig, GroupedQueryAttention, attend
+from zoo.config import BuildContext
 
 __all__ = ["RollingKVCache", "SlidingWindowAttention", "SlidingWindowConfig", "sliding_window_mask"]
 
@@ -229,3 +232,9 @@ class SlidingWindowConfig(AttentionConfig):
         if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
         return self
+
+
+@formula(SlidingWindowConfig)
+def sliding_window_cost(config: SlidingWindowConfig, ctx: BuildContext, nested: Any) -> Cost:
+    """Grouped-query attention's cost, with the score term and the KV cache capped at ``window`` keys."""
+    return replace(FORMULAS[AttentionConfig](config, ctx, nested), window=config.window)
