@@ -142,6 +142,20 @@ CASES = {
             tie_word_embeddings=False,  # T5 v1.1 style: no rescaling of the decoder output
         ),
     ),
+    "t5-v1.1-gated-gelu": Case(
+        "t5",
+        "T5ForConditionalGeneration",
+        dict(
+            vocab_size=64,
+            d_model=32,
+            d_kv=8,
+            d_ff=48,
+            num_layers=2,
+            num_heads=4,
+            feed_forward_proj="gated-gelu",
+            tie_word_embeddings=False,
+        ),
+    ),
     "llama-gqa": Case(
         "llama",
         "LlamaForCausalLM",

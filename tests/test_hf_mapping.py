@@ -244,8 +244,8 @@ UNSUPPORTED = [
     ),
     ({"model_type": "vit", "qkv_bias": False}, "qkv_bias=False is not supported"),
     (
-        {"model_type": "t5", "feed_forward_proj": "gated-gelu"},
-        r"feed_forward_proj='gated-gelu' is not supported: .*tanh GELU \(gelu_new\)",
+        {"model_type": "t5", "feed_forward_proj": "gated-swish"},
+        r"feed_forward_proj='gated-swish' is not supported: gated T5 FFNs import as zoo's reglu, swiglu and tanh",
     ),
     (
         {"model_type": "llama", "rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 8.0}},
@@ -346,7 +346,7 @@ def test_recipe_that_fits_no_family_names_what_does_not_fit():
     with pytest.raises(HFExportError, match="llama: positional.type is 'alibi', needs 'rope'"):
         family_of(zoo.load_recipe("llama-tiny", positional={"type": "alibi"}))
     with pytest.raises(
-        HFExportError, match=r"t5: .*ffn.type is 'geglu', needs 'mlp', 'reglu' or 'swiglu' \(T5's gated"
+        HFExportError, match=r"t5: .*ffn.approximate is 'none', needs 'tanh' \(T5's gated-gelu applies the tanh"
     ):
         family_of(zoo.load_recipe("t5-tiny", ffn={"type": "geglu", "hidden": 64}))
     with pytest.raises(HFExportError, match="has no .recipe"):

@@ -210,6 +210,17 @@ class TestFFNConfigs:
             "type": "geglu",
             "hidden": None,
             "multiple_of": 256,
+            "approximate": "none",
             "bias": False,
             "dropout": 0.0,
         }
+
+
+def test_geglu_tanh_approximation_is_the_tanh_gelu():
+    torch.manual_seed(0)
+    exact, approx = GeGLU(8, hidden=16), GeGLU(8, hidden=16, approximate="tanh")
+    approx.load_state_dict(exact.state_dict())
+    x = torch.randn(2, 3, 8)
+    gate = torch.nn.functional.gelu(exact.gate_proj(x), approximate="tanh")
+    torch.testing.assert_close(approx(x), exact.down_proj(gate * exact.up_proj(x)))
+    assert not torch.allclose(approx(x), exact(x))

@@ -169,7 +169,10 @@ class SwiGLU(GatedMLP):
 
 
 class GeGLU(GatedMLP):
-    """GeGLU FFN: down_proj(gelu(gate_proj(x)) * up_proj(x)), exact erf GELU (Shazeer 2020)."""
+    """GeGLU FFN: down_proj(gelu(gate_proj(x)) * up_proj(x)) (Shazeer 2020).
+
+    ``approximate="tanh"`` uses the tanh approximation of GELU, as T5 v1.1 / Flan-T5 ("gated-gelu") do.
+    """
 
     def __init__(
         self,
@@ -177,6 +180,7 @@ class GeGLU(GatedMLP):
         *,
         hidden: int | None = None,
         multiple_of: int = 256,
+        approximate: Literal["none", "tanh"] = "none",
         bias: bool = False,
         dropout: float = 0.0,
         device: torch.device | str | None = None,
@@ -185,7 +189,7 @@ class GeGLU(GatedMLP):
         super().__init__(
             d_model,
             hidden=hidden,
-            activation="gelu",
+            activation="gelu" if approximate == "none" else "gelu_tanh",
             multiple_of=multiple_of,
             bias=bias,
             dropout=dropout,
@@ -251,6 +255,7 @@ class GeGLUConfig(GatedConfig):
     """GeGLU: gelu-gated FFN."""
 
     type: Literal["geglu"] = "geglu"
+    approximate: Literal["none", "tanh"] = Field("none", description="Exact GELU, or its tanh approximation (T5 v1.1).")
 
 
 class ReGLUConfig(GatedConfig):

@@ -13,8 +13,8 @@ from zoo.errors import HFImportError
 
 from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Family, Option, Rule, dtype_name, no_layer_overrides
 
-GATED = {"relu": "reglu", "silu": "swiglu"}
-"""The gated T5 FFNs zoo computes identically. (``gated-gelu`` is GELU-tanh, zoo's ``geglu`` exact GELU.)"""
+GATED = {"relu": "reglu", "silu": "swiglu", "gelu": "geglu"}
+"""T5's gated FFN activations and zoo's FFN of each (``gated-gelu`` is zoo's geglu with approximate: tanh)."""
 
 
 def _plain(recipe) -> bool:
@@ -97,7 +97,10 @@ def ffn_spec(feed_forward_proj: str) -> dict[str, Any] | None:
     """zoo's FFN for T5's ``feed_forward_proj`` ("relu", "gated-silu", ...), or None if none is identical."""
     gated, _, act = feed_forward_proj.rpartition("-")
     if gated == "gated":
-        return {"type": GATED[act]} if act in GATED else None
+        if act not in GATED:
+            return None
+        # T5 v1.1 / Flan-T5's gated-gelu applies gelu_new in the gate: the tanh approximation.
+        return {"type": GATED[act], "approximate": "tanh"} if act == "gelu" else {"type": GATED[act]}
     if gated == "" and act in ACTIVATIONS:
         return {"type": "mlp", "activation": ACTIVATIONS[act]}
     return None
@@ -107,9 +110,8 @@ OPTIONS = (
     Option(
         "feed_forward_proj",
         lambda v: isinstance(v, str) and ffn_spec(v) is not None,
-        "zoo's gated FFNs are reglu and swiglu for gated T5 ('gated-relu', 'gated-silu'); 'gated-gelu' (T5 v1.1, "
-        "Flan-T5) applies the tanh GELU (gelu_new) inside the gate, and zoo's geglu uses the exact GELU with no "
-        f"activation option; plain FFNs take one of {', '.join(ACTIVATIONS)}",
+        "gated T5 FFNs import as zoo's reglu, swiglu and tanh-approximate geglu ('gated-relu', 'gated-silu', "
+        f"'gated-gelu'); plain FFNs take one of {', '.join(ACTIVATIONS)}",
     ),
     Option("is_decoder", lambda v: not v, "T5ForConditionalGeneration is an encoder-decoder"),
 )
@@ -121,8 +123,9 @@ def _fits_ffn(recipe) -> str | None:
         if ffn.activation not in HF_ACTIVATIONS:
             return f"ffn.activation is {ffn.activation!r}, needs one of {', '.join(map(repr, HF_ACTIVATIONS))}"
     elif ffn.type not in GATED.values():
-        extra = " (T5's gated-gelu is the tanh GELU, zoo's geglu the exact one)" if ffn.type == "geglu" else ""
-        return f"ffn.type is {ffn.type!r}, needs 'mlp', 'reglu' or 'swiglu'{extra}"
+        return f"ffn.type is {ffn.type!r}, needs 'mlp', 'reglu', 'swiglu' or 'geglu'"
+    elif ffn.type == "geglu" and ffn.approximate != "tanh":
+        return "ffn.approximate is 'none', needs 'tanh' (T5's gated-gelu applies the tanh GELU)"
     if getattr(ffn, "bias", False):
         return "ffn.bias is True, needs False (T5's FFN has no biases)"
     return None
