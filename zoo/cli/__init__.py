@@ -39,7 +39,13 @@ from zoo.errors import ZooError
 
 __all__ = ["COMMAND_MODULES", "EXIT_ERROR", "app", "format_error", "main", "render_error"]
 
-COMMAND_MODULES: tuple[str, ...] = ("zoo.cli.build", "zoo.cli.inspect", "zoo.cli.registry", "zoo.cli.hf")
+COMMAND_MODULES: tuple[str, ...] = (
+    "zoo.cli.build",
+    "zoo.cli.inspect",
+    "zoo.cli.registry",
+    "zoo.cli.hf",
+    "zoo.cli.train",
+)
 EXIT_ERROR = 2
 RENDERED: tuple[type[BaseException], ...] = (ZooError, OSError)
 

@@ -38,9 +38,7 @@ class TrainConfig(BaseModel):
         "reverse", description="The embedded seq2seq task (encoder-decoder models without --data)."
     )
     steps: int = Field(1000, ge=1, description="Optimizer steps.")
-    batch_size: int = Field(
-        16, ge=1, description="Sequences (or images) per micro-step, over all processes together."
-    )
+    batch_size: int = Field(16, ge=1, description="Sequences (or images) per micro-step, over all processes together.")
     seq_len: int | None = Field(
         None, ge=2, description="Tokens per training sequence (seq2seq: longest source); default max_len."
     )

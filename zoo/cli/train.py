@@ -1,0 +1,248 @@
+"""``zoo train``, ``zoo generate`` and ``zoo plot``: rendered from what ``zoo.train`` and ``zoo.generate`` return."""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .build import RECIPE_HELP, Overrides, load_with_overrides
+
+DATA_HELP = (
+    "Your data: a text file or folder of .txt files (language models), a .tsv file (label<TAB>text, "
+    "source<TAB>target), or an image folder with one subfolder per class. Default: the embedded data."
+)
+
+
+class TrainDevice(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def _is_main_process() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def train(
+    recipe: Annotated[str, typer.Argument(help=RECIPE_HELP)],
+    data: Annotated[Path | None, typer.Option("--data", help=DATA_HELP)] = None,
+    set_: Overrides = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Run directory (checkpoints, metrics); default runs/<recipe name>[-2, -3...]."),
+    ] = None,
+    device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the run's last complete checkpoint.")] = False,
+    summary: Annotated[bool, typer.Option("--summary/--no-summary", help="Print the model summary first.")] = True,
+) -> None:
+    """Train a recipe's model with its `train:` section; under torchrun, on every process (DDP or FSDP2)."""
+    from zoo.train import train as run_training
+
+    resolved = load_with_overrides(recipe, set_)
+    show = _TrainView(summary=summary and _is_main_process())
+    try:
+        run_training(resolved, data=data, out=out, device=device.value, resume=resume, callback=show)
+    finally:
+        show.stop()
+
+
+class _TrainView:
+    """Draws the training events: summary, a progress bar with the latest figures, evaluations, the end."""
+
+    def __init__(self, *, summary: bool) -> None:
+        self.summary = summary
+        self.progress: Any = None
+        self.task: Any = None
+        self.generates = False
+
+    def __call__(self, event: Any) -> None:
+        getattr(self, f"_{event.kind}")(event)
+
+    def _console(self) -> Any:
+        from .render import console
+
+        return self.progress.console if self.progress is not None else console()
+
+    def _notice(self, event: Any) -> None:
+        from rich.markup import escape
+
+        self._console().print(f"[yellow]note:[/yellow] {escape(event.data['message'])}")
+
+    def _resume(self, event: Any) -> None:
+        from rich.markup import escape
+
+        self._console().print(f"resuming from [bold]{escape(event.data['checkpoint'])}[/bold] (step {event.step})")
+
+    def _start(self, event: Any) -> None:
+        from rich.markup import escape
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        d = event.data
+        show = self._console()
+        self.generates = d["objective"] in ("causal_lm", "seq2seq")
+        if self.summary:
+            _print_summary(show, d["recipe"], d.get("tokens_per_step", 0) // max(1, d["examples_per_step"]))
+        per_step = f"{d['examples_per_step']:,} examples" + (
+            f" ({d['tokens_per_step']:,} tokens)" if "tokens_per_step" in d else ""
+        )
+        show.print(
+            f"[bold]training[/bold] {escape(d['recipe'].name)} ({d['objective']}) on {d['device']} x{d['world_size']}"
+            f" {d['strategy'] if d['world_size'] > 1 else ''}, {d['precision']}; {per_step} per step\n"
+            f"data: {escape(d['data'])}\nrun directory: {escape(d['run_dir'])}"
+        )
+        self.progress = Progress(
+            TextColumn("[bold]step"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("{task.fields[figures]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
+            console=show,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("train", total=event.total, completed=event.step, figures="", eta="-")
+
+    def _step(self, event: Any) -> None:
+        from .render import short
+
+        d = event.data
+        speed = next((f"{short(v)} {k.split('_')[0]}/s" for k, v in d.items() if k.endswith("_per_s") and v), "")
+        figures = f"loss {d['loss']:.4f}  lr {d['lr']:.2e}  {speed}"
+        self.progress.update(self.task, completed=event.step, figures=figures, eta=_duration(d["eta_s"]))
+
+    def _eval(self, event: Any) -> None:
+        metrics = "  ".join(f"{k} {_figure(v)}" for k, v in event.data["metrics"].items())
+        self._console().print(f"step {event.step:>7,} [bold cyan]held-out[/bold cyan]  {metrics}")
+
+    def _checkpoint(self, event: Any) -> None:
+        from rich.markup import escape
+
+        self._console().print(f"[dim]step {event.step:>7,} checkpoint {escape(event.data['path'])}[/dim]")
+
+    def _end(self, event: Any) -> None:
+        from rich.markup import escape
+
+        self.stop()
+        d = event.data
+        show = self._console()
+        loss = f"{d['loss']:.4f}" if d["loss"] is not None else "-"
+        held = "  ".join(f"{k} {_figure(v)}" for k, v in d["eval"].items())
+        show.print(f"[bold green]done[/bold green]: {event.step:,} steps in {_duration(d['seconds'])}; loss {loss}")
+        if held:
+            show.print(f"held-out: {held}")
+        run = escape(d["run_dir"])
+        show.print(
+            f"next: zoo generate {run} --prompt '...'   |   zoo plot {run}"
+            if self.generates
+            else f"next: zoo plot {run}"
+        )
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def _print_summary(show: Any, recipe: Any, seq_len: int) -> None:
+    """The parameter breakdown and FLOPs that ``zoo summary`` prints (no torchinfo table, no memory notes)."""
+    from rich.markup import escape
+
+    from zoo.analysis import summarize
+
+    from .inspect import _flops, _kinds, _layers
+
+    s = summarize(recipe, seq_len=seq_len or None, torchinfo=False)
+    show.print(f"[bold]{escape(recipe.name)}[/bold]: {recipe.architecture}, {s.counted.total:,} parameters")
+    show.print(_kinds(s))
+    show.print(_layers(s))
+    show.print(_flops(s))
+
+
+def _figure(value: float) -> str:
+    return f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def generate(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by zoo train (or one checkpoint folder).")],
+    prompt: Annotated[
+        list[str], typer.Option("--prompt", metavar="TEXT", help="Text to continue (or translate); repeatable.")
+    ],
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Most tokens to add.")] = 200,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0: greedy.")] = 0.8,
+    top_k: Annotated[int | None, typer.Option("--top-k", min=1, help="Sample from the k likeliest.")] = None,
+    top_p: Annotated[
+        float | None, typer.Option("--top-p", min=0.0, max=1.0, help="Sample from the nucleus of mass p.")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampling (same seed, same text).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Recompute every step instead of a KV cache.")] = False,
+    stats: Annotated[bool, typer.Option("--stats", help="Print TTFT, TPOT, tokens/s and cache memory.")] = False,
+    device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
+) -> None:
+    """Generate from a trained run: continue each prompt (decoder) or map it to its target (encoder-decoder)."""
+    from rich.markup import escape
+
+    from zoo.generate import generate_text
+    from zoo.train import load_run
+    from zoo.train.distributed import pick_device
+
+    from .render import console, size
+
+    run = load_run(run_dir, device=pick_device(device.value))
+    texts, st = generate_text(
+        run,
+        prompt,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        use_cache=not no_cache,
+    )
+    show = console()
+    arrow = " -> " if run.info.get("objective") == "seq2seq" else ""  # a target, not a continuation
+    for p, text in zip(prompt, texts, strict=True):
+        show.print(f"[dim]{escape(p)}{arrow}[/dim][bold]{escape(text)}[/bold]")
+    if stats:
+        from .render import table
+
+        t = table("Generation", "", "value", right=("value",))
+        t.add_row("batch x prompt tokens", f"{st.batch_size} x {st.prompt_tokens}")
+        t.add_row("new tokens per sequence", f"{st.new_tokens}")
+        t.add_row("time to first token (TTFT)", f"{st.ttft_s * 1000:.1f} ms")
+        t.add_row("time per output token (TPOT)", f"{st.tpot_s * 1000:.2f} ms")
+        t.add_row("throughput", f"{st.tokens_per_s:,.1f} tokens/s")
+        t.add_row("KV cache memory", size(st.cache_bytes) if not no_cache else "none (--no-cache)")
+        show.print(t)
+
+
+def plot(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by zoo train.")],
+    out: Annotated[Path | None, typer.Option("--out", help="PNG file; default RUN_DIR/metrics.png.")] = None,
+) -> None:
+    """Draw a run's training loss and held-out curves into a PNG."""
+    from rich.markup import escape
+
+    from zoo.train import plot_metrics
+
+    from .render import console
+
+    console().print(f"wrote {escape(str(plot_metrics(run_dir, out)))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(train)
+    app.command()(generate)
+    app.command()(plot)

@@ -1,0 +1,370 @@
+"""Text generation: prefill the prompt once, then decode one token at a time from a KV cache.
+
+    from zoo.generate import generate, generate_text
+    out = generate(model, [[72, 101, 108, 108, 111]], max_new_tokens=32)       # token ids in, ids out
+    texts = generate_text("runs/gpt-tiny", ["The if statement"], temperature=0.8, top_k=40, seed=0)
+
+Decoding has two stages. *Prefill* runs the whole prompt through the model at once, filling every layer's
+cache with its keys and values, and yields the first new token (its latency is the time to first token,
+TTFT). *Decode* then feeds only the newest token: attention reads the cached keys and values instead of
+recomputing them, so a step costs about the same at position 1000 as at position 30 (the time per output
+token, TPOT). The caches are preallocated for prompt + new tokens and hold only the key/value heads (GQA
+and MQA keep a fraction of MHA's memory); an encoder-decoder encodes the source once and computes each
+cross-attention layer's K/V from it once. ``use_cache=False`` recomputes the whole sequence every step:
+slower, and the reference the cached path must equal token for token.
+
+Prompts of different lengths are left-padded: each row's positions count from its own first real token
+and padding is masked out, so a prompt decodes the same alone or in a batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.errors import TrainError
+
+
+@dataclass
+class GenerationStats:
+    """Latency and memory of one ``generate`` call (times in seconds)."""
+
+    batch_size: int
+    prompt_tokens: int
+    new_tokens: int
+    """Tokens produced per sequence (the longest row; finished rows stop counting)."""
+    ttft_s: float
+    """Time to first token: prefill (encoder included) and the first sampled token."""
+    tpot_s: float
+    """Mean time per output token after the first."""
+    tokens_per_s: float
+    """New tokens of all rows together per second of the whole call."""
+    cache_bytes: int
+    """Bytes held by the KV caches (0 without a cache)."""
+
+
+@dataclass
+class GenerationOutput:
+    """New tokens of every prompt (stop token excluded), and the statistics of the call."""
+
+    tokens: list[list[int]]
+    stats: GenerationStats
+
+
+def sample_next(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The next token of each row of ``logits`` (N, V): (N,).
+
+    ``temperature`` 0 is greedy (argmax). Otherwise the logits are divided by the temperature (below 1
+    sharper, above 1 flatter), cut to the ``top_k`` most likely tokens and to the smallest set whose
+    probability reaches ``top_p`` (nucleus), and a token is drawn from what is left.
+    """
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        # Drop a token when the tokens before it already reach top_p; the most likely one always stays.
+        drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _left_pad(prompts: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, mask) of shape (N, P): prompts right-aligned, True on real tokens."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise TrainError("every prompt needs at least one token")
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.bool)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.as_tensor(list(p), dtype=torch.long)
+        mask[i, width - len(p) :] = True
+    return ids.to(device), mask.to(device)
+
+
+def _right_pad(prompts: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise TrainError("every source needs at least one token")
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.bool)
+    for i, p in enumerate(prompts):
+        ids[i, : len(p)] = torch.as_tensor(list(p), dtype=torch.long)
+        mask[i, : len(p)] = True
+    return ids.to(device), mask.to(device)
+
+
+def _is_encoder_decoder(model: nn.Module) -> bool:
+    return hasattr(model, "encode") and hasattr(model, "decoder")
+
+
+def _position_limit(model: nn.Module) -> int | None:
+    """How many positions the model's positional encoding has rows for (None: unbounded, e.g. RoPE)."""
+    recipe = getattr(model, "recipe", None)
+    return model.max_len if recipe is not None and getattr(recipe.positional, "bounded_by_max_len", False) else None
+
+
+def _check_length(model: nn.Module, needed: int, what: str) -> None:
+    limit = _position_limit(model)
+    if limit is not None and needed > limit:
+        raise TrainError(
+            f"{what} needs {needed} positions, beyond the {model.recipe.positional.type} position table "
+            f"(max_len {limit}): shorten it"
+        )
+
+
+class _Clock:
+    """Wall time with the device's queue drained (CUDA runs asynchronously)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def __call__(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+
+@torch.no_grad()
+def generate(
+    model: nn.Module,
+    prompts: Sequence[Sequence[int]] | torch.Tensor,
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    use_cache: bool = True,
+    stop_tokens: Iterable[int] = (),
+    pad_token_id: int = 0,
+) -> GenerationOutput:
+    """Continue each prompt (decoder) or translate each source (encoder-decoder) by up to ``max_new_tokens``.
+
+    Args:
+        model: a zoo decoder or encoder-decoder model (``zoo.build`` / ``zoo.load`` / ``load_run``).
+        prompts: token ids, one sequence per row (a list of lists, or an (N, P) tensor without padding).
+        max_new_tokens: the most tokens to add to each row.
+        temperature, top_k, top_p: sampling (see ``sample_next``); temperature 0 is greedy.
+        seed: seeds the sampling generator (same seed, same tokens).
+        use_cache: decode from the KV cache (fast) or recompute the whole sequence each step.
+        stop_tokens: a row ends when it produces one of these (not included in its output).
+        pad_token_id: the id used to pad prompts (masked out, never attended to).
+
+    Raises:
+        TrainError: an empty prompt, a model that does not generate, or too many positions for the model.
+    """
+    if isinstance(prompts, torch.Tensor):
+        prompts = prompts.tolist()
+    if not hasattr(model, "new_cache"):
+        raise TrainError(f"{type(model).__name__} does not generate text: use a decoder or encoder-decoder model")
+    if max_new_tokens < 1:
+        raise TrainError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    sample = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+    stops = torch.tensor(sorted(set(stop_tokens)), dtype=torch.long, device=device)
+    clock = _Clock(device)
+    start = clock()
+    try:
+        if _is_encoder_decoder(model):
+            steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device)
+        else:
+            steps = _decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device)
+        tokens, first, cache = _decode(steps, max_new_tokens, stops, sample, clock)
+    finally:
+        model.train(was_training)
+    end = clock()
+    n = len(prompts)
+    produced = max(len(t) for t in tokens) if tokens else 0
+    done = sum(len(t) for t in tokens)
+    stats = GenerationStats(
+        batch_size=n,
+        prompt_tokens=max(len(p) for p in prompts),
+        new_tokens=produced,
+        ttft_s=first - start,
+        tpot_s=(end - first) / (produced - 1) if produced > 1 else 0.0,
+        tokens_per_s=done / (end - start) if end > start else 0.0,
+        cache_bytes=cache.nbytes if cache is not None else 0,
+    )
+    return GenerationOutput(tokens, stats)
+
+
+def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock: _Clock):
+    """Drive a step function: sample, feed back, stop rows at a stop token; return (tokens, t_first, cache)."""
+    logits, cache = steps.send(None)  # prefill
+    first = None
+    out, finished = [], None
+    for i in range(max_new_tokens):
+        token = sample_next(logits, **sample)  # (N,)
+        stopped = torch.isin(token, stops) if len(stops) else torch.zeros_like(token, dtype=torch.bool)
+        finished = stopped if finished is None else finished | stopped
+        out.append(torch.where(finished, -1, token))
+        if first is None:
+            first = clock()
+        if i == max_new_tokens - 1 or (len(stops) and bool(finished.all())):
+            break
+        logits = steps.send(token)
+    steps.close()
+    rows = torch.stack(out, dim=1).tolist()  # (N, T); -1 from a row's stop token on
+    tokens = [row[: row.index(-1)] if -1 in row else row for row in rows]
+    return tokens, first, cache
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    """Positions (N, L) of a left-padded window (N, L): each row counts from its first real token."""
+    return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
+def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device):
+    """Coroutine of a decoder: yields (logits, cache) after prefill, then the logits of each token sent.
+
+    A model with a position table of ``max_len`` rows sees a window of at most ``max_len`` tokens: when the
+    next token would not fit, the window restarts from the last ``max_len // 2`` tokens (a new prefill), so
+    generation can run past the table. Cached and recomputed decoding follow the same windows.
+    """
+    ids, mask = _left_pad(prompts, pad, device)  # (N, P)
+    n, p = ids.shape
+    _check_length(model, p, "the prompt")
+    limit = _position_limit(model)
+    total = p + max_new_tokens
+    seq = torch.full((n, total), pad, dtype=torch.long, device=device)
+    seq[:, :p] = ids
+    full_mask = torch.ones((n, total), dtype=torch.bool, device=device)
+    full_mask[:, :p] = mask
+    padded = not bool(mask.all())
+    start, length = 0, p  # the window is seq[:, start:length]
+
+    def prefill(cache):
+        window_mask = full_mask[:, start:length]
+        positions = _positions(window_mask)
+        padded_window = padded and not bool(window_mask.all())
+        out = model(
+            seq[:, start:length],
+            attention_mask=window_mask if padded_window else None,
+            positions=positions,
+            cache=cache,
+        )
+        return out.logits[:, -1], positions[:, -1:] + 1, padded_window
+
+    if use_cache:
+        cache = model.new_cache(n, min(total, limit) if limit else total)
+        logits, next_position, masked = prefill(cache)
+        token = yield logits, cache
+        while True:
+            seq[:, length] = token
+            length += 1
+            if limit is not None and length - start > limit:  # the window is full: restart it
+                start = length - limit // 2
+                for layer in cache.layers:
+                    layer.reset()
+                cache.length = 0
+                logits, next_position, masked = prefill(cache)
+            else:
+                # Appending real tokens never adds padding: the window needs a mask iff its prefill did.
+                out = model(
+                    token[:, None],
+                    attention_mask=full_mask[:, start:length] if masked else None,
+                    positions=next_position,
+                    cache=cache,
+                )
+                logits, next_position = out.logits[:, -1], next_position + 1
+            token = yield logits
+    else:
+        logits, _, _ = prefill(None)
+        token = yield logits, None
+        while True:
+            seq[:, length] = token
+            length += 1
+            if limit is not None and length - start > limit:
+                start = length - limit // 2
+            logits, _, _ = prefill(None)
+            token = yield logits
+
+
+def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, device):
+    """Coroutine of an encoder-decoder, yielding as ``_decoder_steps``: the source is encoded once, and the
+    decoder starts from its start token."""
+    src, src_mask = _right_pad(sources, pad, device)  # (N, S)
+    n = src.shape[0]
+    _check_length(model, src.shape[1], "the source")
+    _check_length(model, max_new_tokens + 1, "max_new_tokens")
+    src_mask = None if bool(src_mask.all()) else src_mask
+    encoded = model.encode(src, src_mask)  # (N, S, E), once
+    start = torch.full((n, 1), model.decoder_start_token_id, dtype=torch.long, device=device)
+    if use_cache:
+        cache = model.new_cache(n, max_new_tokens + 1)
+        out = model(decoder_input_ids=start, attention_mask=src_mask, encoder_hidden=encoded, cache=cache)
+        token = yield out.logits[:, -1], cache
+        while True:
+            out = model(decoder_input_ids=token[:, None], attention_mask=src_mask, encoder_hidden=encoded, cache=cache)
+            token = yield out.logits[:, -1]
+    else:
+        seq = start
+        out = model(decoder_input_ids=seq, attention_mask=src_mask, encoder_hidden=encoded)
+        token = yield out.logits[:, -1], None
+        while True:
+            seq = torch.cat([seq, token[:, None]], dim=1)
+            out = model(decoder_input_ids=seq, attention_mask=src_mask, encoder_hidden=encoded)
+            token = yield out.logits[:, -1]
+
+
+def generate_text(
+    run: str | Path | Any,
+    prompts: str | Sequence[str],
+    *,
+    max_new_tokens: int = 200,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    use_cache: bool = True,
+    device: str | torch.device | None = None,
+) -> tuple[list[str], GenerationStats]:
+    """Text in, text out, with the tokenizer a run was trained with.
+
+    ``run`` is a run directory, a checkpoint folder, or a ``zoo.train.Run``. A decoder continues each
+    prompt; an encoder-decoder maps each prompt (the source) to its target and stops at [eos].
+    """
+    from zoo.train.checkpoint import Run, load_run
+
+    if not isinstance(run, Run):
+        run = load_run(run, device=device)
+    if run.tokenizer is None:
+        raise TrainError(f"{run.path} was trained on images ({run.info.get('objective')}): it does not generate text")
+    tok = run.tokenizer
+    texts = [prompts] if isinstance(prompts, str) else list(prompts)
+    encoder_decoder = _is_encoder_decoder(run.model)
+    out = generate(
+        run.model,
+        [tok.encode(t) for t in texts],
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        use_cache=use_cache,
+        stop_tokens=[tok.eos_id] if encoder_decoder else [],
+        pad_token_id=tok.pad_id,
+    )
+    return [tok.decode(t) for t in out.tokens], out.stats

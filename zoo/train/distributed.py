@@ -1,0 +1,194 @@
+"""Several processes (GPUs, nodes) from the environment ``torchrun`` sets; one process otherwise.
+
+The recipe does not change: ``train.batch_size`` is the batch of all processes together, each process
+takes its slice of every batch, and gradients are averaged (DDP) or reduce-scattered (FSDP2), so a run on
+N processes follows the single-process run up to floating-point summation order.
+
+``parallel: auto`` picks DDP unless the weights, gradients and AdamW moments (16 bytes per parameter in
+fp32) would not fit in 80% of one GPU, and then FSDP2 (``fully_shard`` on every block, then the model).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from zoo.errors import TrainError
+
+BYTES_PER_PARAMETER = 16  # fp32 weight + gradient + two AdamW moments
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """Where this process sits: rank, world size, its device, and how the model is replicated."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    owns_group: bool = False
+    """True when ``setup`` created the process group (and ``teardown`` should end it)."""
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def pick_device(device: str) -> torch.device:
+    """``auto`` is CUDA when present, else CPU; ``cuda`` without CUDA is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise TrainError("--device cuda was asked for, but this torch sees no CUDA device")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise TrainError(f"--device {device!r}: choose auto, cpu or cuda")
+    return torch.device(device)
+
+
+def setup(device: str) -> Distributed:
+    """Join the process group that torchrun describes (``WORLD_SIZE`` > 1), or stay single."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    chosen = pick_device(device)
+    if world_size == 1:
+        return Distributed(device=chosen)
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if chosen.type == "cuda":
+        chosen = torch.device("cuda", local_rank)
+        torch.cuda.set_device(chosen)
+    owns = not dist.is_initialized()
+    if owns:
+        dist.init_process_group("nccl" if chosen.type == "cuda" else "gloo")
+    return Distributed(rank=rank, world_size=world_size, local_rank=local_rank, device=chosen, owns_group=owns)
+
+
+def choose_strategy(model: nn.Module, env: Distributed, parallel: str) -> str:
+    if not env.active:
+        return "none"
+    if parallel != "auto":
+        return parallel
+    if env.device.type != "cuda":
+        return "ddp"
+    need = sum(p.numel() for p in model.parameters()) * BYTES_PER_PARAMETER
+    return "fsdp" if need > 0.8 * torch.cuda.get_device_properties(env.device).total_memory else "ddp"
+
+
+def wrap(model: nn.Module, env: Distributed, strategy: str) -> nn.Module:
+    """The model as the training step calls it: itself, DDP around it, or sharded in place by FSDP2."""
+    if strategy == "none":
+        return model
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        # Routed experts that received no token this step have no gradient; DDP must be told to expect that.
+        routed = any(hasattr(m, "aux_loss") for m in model.modules() if m is not model)
+        device_ids = [env.device.index] if env.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=routed)
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for stack in _stacks(model):
+            for block in stack.blocks:
+                fully_shard(block)
+        fully_shard(model)
+        return model
+    raise TrainError(f"unknown parallel strategy {strategy!r}")
+
+
+def _stacks(model: nn.Module) -> list[nn.Module]:
+    """The modules holding ``blocks`` (the model itself, or an encoder-decoder's two stacks)."""
+    return [m for m in model.modules() if isinstance(getattr(m, "blocks", None), nn.ModuleList)]
+
+
+@contextmanager
+def gradient_sync(model: nn.Module, strategy: str, sync: bool) -> Iterator[None]:
+    """Skip the gradient all-reduce on micro-steps that are not the last of an optimizer step."""
+    if strategy == "ddp" and not sync:
+        with model.no_sync():
+            yield
+        return
+    if strategy == "fsdp":
+        model.set_requires_gradient_sync(sync)
+    with nullcontext():
+        yield
+
+
+def all_reduce_sum(t: torch.Tensor, env: Distributed) -> torch.Tensor:
+    if env.active:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def all_reduce_mean(t: torch.Tensor, env: Distributed) -> torch.Tensor:
+    if env.active:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        t = t / env.world_size
+    return t
+
+
+def gather_objects(obj: Any, env: Distributed) -> list[Any]:
+    """Every rank's ``obj`` (in rank order) on every rank."""
+    if not env.active:
+        return [obj]
+    out: list[Any] = [None] * env.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(obj: Any, env: Distributed) -> Any:
+    """Rank 0's ``obj`` on every rank."""
+    if not env.active:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(env: Distributed) -> None:
+    if env.active:
+        dist.barrier()
+
+
+def teardown(env: Distributed) -> None:
+    if env.owns_group and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def full_state(model: nn.Module, optimizer: torch.optim.Optimizer, env: Distributed) -> tuple[dict, dict]:
+    """Full (unsharded) model and optimizer state dicts, keyed by parameter name, on rank 0's CPU.
+
+    The same format whatever the strategy, so a checkpoint written by 4 FSDP ranks resumes on one CPU.
+    """
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=env.active)
+    return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
+
+
+def load_full_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer, model_state: dict, optim_state: dict, env: Distributed
+) -> None:
+    """Load the full state dicts that ``full_state`` made (present on every rank) into model and optimizer."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True)
+    set_model_state_dict(model, model_state, options=options)
+    set_optimizer_state_dict(model, optimizer, optim_state, options=options)

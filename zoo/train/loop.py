@@ -1,0 +1,519 @@
+"""The training loop: recipe in, checkpoints and metrics out.
+
+    result = train("recipes/gpt-tiny.yaml", out="runs/gpt")            # embedded English text
+    result = train("gpt-tiny", out="runs/gpt", resume=True)             # continue from the last checkpoint
+
+One optimizer step is ``grad_accum`` micro-steps of ``batch_size`` examples (all processes together).
+Batch ``(step, micro)`` is drawn from a generator seeded by ``(seed, step, micro)``, and the optimizer,
+scheduler, loss scaler and RNG states are checkpointed, so a resumed run on the same machine computes
+exactly what the uninterrupted run would have. The loss is checked for NaN/inf at every log point and
+before every checkpoint: a bad loss stops the run naming its step, and the last good checkpoint stays.
+
+The loop reports through ``callback(TrainEvent)`` (the CLI draws a progress bar from it) and writes
+``metrics.jsonl``; it prints nothing itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.errors import TrainError
+from zoo.recipe import Recipe, load_recipe
+
+from . import checkpoint as ckpt
+from . import distributed as dist
+from .metrics import MetricsWriter
+from .objectives import Objective, describe_batch, make_objective, needs_tokenizer, objective_name, perplexity
+from .tokenizer import BPETokenizer, ByteTokenizer, Tokenizer
+
+RUNS_DIR = Path("runs")
+
+
+@dataclass
+class TrainEvent:
+    """What the loop reports. ``kind``: start | resume | step | eval | checkpoint | end | notice."""
+
+    kind: str
+    step: int
+    total: int
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainResult:
+    """How a run ended: where it is, how far it got, its last losses and held-out metrics, and the model."""
+
+    run_dir: Path
+    step: int
+    train_loss: float | None
+    eval: dict[str, float]
+    seconds: float
+    checkpoint: Path | None
+    model: nn.Module
+    """The trained model (this process's copy; under FSDP2, its shards)."""
+
+
+def train(
+    recipe: str | Path | Mapping[str, Any] | Recipe,
+    *,
+    data: str | Path | None = None,
+    out: str | Path | None = None,
+    device: str = "auto",
+    resume: bool = False,
+    callback: Callable[[TrainEvent], None] | None = None,
+    **overrides: Any,
+) -> TrainResult:
+    """Train the model a recipe describes, with the recipe's ``train:`` section.
+
+    Args:
+        recipe: a path, a recipe name, a dict or a ``Recipe``.
+        data: the user's data (see ``zoo.train.data``); default ``train.data``, else the embedded data.
+        out: the run directory; default ``runs/<recipe name>`` (``-2``, ``-3``... when taken).
+        device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        resume: continue from the newest complete checkpoint in ``out``.
+        callback: receives every ``TrainEvent`` (on rank 0 only, under torchrun).
+        overrides: recipe overrides with dotted keys, e.g. ``**{"train.steps": 100}``.
+
+    Raises:
+        TrainError: bad data, a mismatched checkpoint, a sequence length beyond the positional table, a
+            vocabulary mismatch, a NaN loss. ``RecipeError`` for an invalid recipe.
+    """
+    if overrides or not isinstance(recipe, Recipe):
+        recipe = load_recipe(recipe, **overrides)
+    trainer = Trainer(recipe, data=data, out=out, device=device, resume=resume, callback=callback)
+    try:
+        return trainer.run()
+    finally:
+        trainer.close()
+
+
+def batch_seed(seed: int, step: int, micro: int) -> int:
+    """A 63-bit seed for the batch of (seed, step, micro-step): independent streams, reproducible anywhere."""
+    digest = hashlib.blake2b(f"{seed}/{step}/{micro}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def default_run_dir(name: str, resume: bool) -> Path:
+    """``runs/NAME``; when it already holds a run, ``runs/NAME-2``, ``-3``... (resume: the newest of them)."""
+    taken = [RUNS_DIR / name] + sorted(RUNS_DIR.glob(f"{name}-*"), key=lambda p: _suffix(p, name))
+    taken = [p for p in taken if p.exists() and _suffix(p, name) >= 0]
+    if resume:
+        return taken[-1] if taken else RUNS_DIR / name
+    if not taken:
+        return RUNS_DIR / name
+    return RUNS_DIR / f"{name}-{max(_suffix(p, name) for p in taken) + 1}"
+
+
+def _suffix(path: Path, name: str) -> int:
+    rest = path.name[len(name) :]
+    if rest == "":
+        return 1
+    return int(rest[1:]) if rest[1:].isdigit() else -1
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of a precision setting (None: plain fp32)."""
+    if precision == "auto":
+        if device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups: decay the weights of Linear and Conv layers only; never norms, biases, embeddings.
+
+    A tied LM head shares the embedding table, which therefore stays undecayed.
+    """
+    embedding_ids = {id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
+    decay_ids = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and id(m.weight) not in embedding_ids
+    }
+    decay = [p for p in model.parameters() if id(p) in decay_ids]
+    rest = [p for p in model.parameters() if id(p) not in decay_ids]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def lr_factor(step: int, *, warmup: int, total: int, min_ratio: float) -> float:
+    """Learning rate / peak for optimizer step ``step`` (0-based): linear warmup, then cosine to min_ratio."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def check_sequence_length(recipe: Recipe, seq_len: int, objective: str) -> None:
+    """A training sequence must fit a positional table that has rows for ``max_len`` positions only."""
+    longest = seq_len + 1 if objective == "seq2seq" else seq_len  # seq2seq targets carry an [eos]
+    if getattr(recipe.positional, "bounded_by_max_len", False) and longest > (recipe.max_len or 0):
+        raise TrainError(
+            f"train.seq_len ({seq_len}) needs {longest} positions, beyond the {recipe.positional.type} position "
+            f"table of max_len {recipe.max_len}: lower train.seq_len or raise max_len"
+        )
+
+
+class Trainer:
+    """One training run. ``train()`` is the way to use it; the pieces are methods to keep each short."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        *,
+        data: str | Path | None,
+        out: str | Path | None,
+        device: str,
+        resume: bool,
+        callback: Callable[[TrainEvent], None] | None,
+    ) -> None:
+        self.recipe = recipe
+        self.config = recipe.train
+        self.callback = callback
+        self.env = dist.setup(device)
+        self.metrics: MetricsWriter | None = None
+        self.objective_name = objective_name(recipe)
+        self.seq_len = self.config.seq_len or recipe.max_len or 0
+        if self.objective_name != "image_classification":
+            check_sequence_length(recipe, self.seq_len, self.objective_name)
+        if self.config.batch_size % self.env.world_size:
+            raise TrainError(
+                f"train.batch_size ({self.config.batch_size}) is the batch of all {self.env.world_size} processes "
+                "together and must be divisible by their number"
+            )
+        if out is None:
+            out = dist.broadcast_object(default_run_dir(recipe.name, resume), self.env)
+        self.run_dir = Path(out)
+        self.resume_from = self._find_checkpoint(resume)
+        if data is None:  # a resumed run reads what it was trained on unless told otherwise
+            data = ckpt.read_info(self.resume_from).get("data") if self.resume_from else self.config.data
+        self.data_path = Path(data) if data is not None else None
+        self._build()
+
+    # ------------------------------------------------------------------------------------------ setup
+
+    def _emit(self, kind: str, step: int, /, **data: Any) -> None:
+        if self.callback is not None and self.env.is_main:
+            self.callback(TrainEvent(kind, step, self.config.steps, {k: v for k, v in data.items() if k != "step"}))
+
+    def _find_checkpoint(self, resume: bool) -> Path | None:
+        found = ckpt.latest_checkpoint(self.run_dir) if self.run_dir.exists() else None
+        if found is not None and not resume:
+            raise TrainError(
+                f"{self.run_dir} already holds a run (checkpoint {found.name}): pass --resume to continue it, "
+                "or --out for a new run directory"
+            )
+        if found is None and resume:
+            self._emit("notice", 0, message=f"no complete checkpoint in {self.run_dir}: starting from step 0")
+        if found is not None:
+            problems = ckpt.recipe_differences(found, self.recipe)
+            if problems:
+                raise TrainError(
+                    f"{found} was trained from a different recipe; --resume needs the same model:\n  "
+                    + "\n  ".join(problems)
+                )
+        return found
+
+    def _build(self) -> None:
+        from zoo.builder import build
+
+        config, env = self.config, self.env
+        torch.manual_seed(config.seed)
+        self.model = build(self.recipe)  # identical initialisation on every rank
+        self.aliases = ckpt.tied_aliases(self.model)
+        self.tokenizer = self._tokenizer()
+        self.objective: Objective = make_objective(
+            self.recipe, self.model, self.tokenizer, self.data_path, self.seq_len
+        )
+        self.strategy = dist.choose_strategy(self.model, env, config.parallel)
+        if self.strategy != "fsdp":
+            self.model.to(env.device)
+        self.wrapped = dist.wrap(self.model, env, self.strategy)  # FSDP2 shards in place onto the device
+        fused = env.device.type in ("cuda", "cpu")
+        self.optimizer = torch.optim.AdamW(
+            parameter_groups(self.model, config.weight_decay),
+            lr=config.lr,
+            betas=config.betas,
+            eps=config.eps,
+            fused=fused,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.amp_dtype = autocast_dtype(config.precision, env.device)
+        use_scaler = self.amp_dtype == torch.float16
+        self.scaler = torch.amp.GradScaler(env.device.type, enabled=use_scaler)
+        self.step_model = torch.compile(self.wrapped) if config.compile else self.wrapped
+        if env.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        self.start_step = 0
+        if self.resume_from is not None:
+            self._load(self.resume_from)
+        else:
+            torch.manual_seed(config.seed + 1 + env.rank)  # dropout streams differ per rank
+        if env.is_main:
+            self.metrics = MetricsWriter(self.run_dir, resume_step=self.start_step if self.resume_from else None)
+        self.eval_set = self.objective.eval_batches(config.batch_size, config.eval_batches)
+        self.last_checkpoint = self.resume_from
+
+    def _tokenizer(self) -> Tokenizer | None:
+        if not needs_tokenizer(self.objective_name):
+            return None
+        if self.resume_from is not None:
+            tokenizer = ckpt.read_tokenizer(self.resume_from)
+        elif self.config.tokenizer == "bpe":
+            tokenizer = self._train_bpe()
+        else:
+            tokenizer = ByteTokenizer()
+        vocab = self.recipe.vocab_size or 0
+        if tokenizer.vocab_size > vocab:
+            raise TrainError(
+                f"the {self.config.tokenizer} tokenizer has {tokenizer.vocab_size} ids but the recipe's vocab_size "
+                f"is {vocab}: --set vocab_size={tokenizer.vocab_size}"
+            )
+        return tokenizer
+
+    def _train_bpe(self) -> Tokenizer:
+        from . import data as D
+
+        def learn() -> dict[str, Any]:
+            if self.data_path is None:
+                docs = D.embedded_english()[0]
+            elif self.data_path.suffix == ".tsv":
+                docs = [("", f"{a}\n{b}") for a, b in D.load_tsv(self.data_path)]
+            else:
+                docs = D.load_documents(self.data_path)
+            return BPETokenizer.train((text for _, text in docs), self.recipe.vocab_size or 0).to_json()
+
+        from .tokenizer import tokenizer_from_json
+
+        # Learned once on rank 0 and sent to the others: every rank must agree on every id.
+        return tokenizer_from_json(dist.broadcast_object(learn() if self.env.is_main else None, self.env))
+
+    def _lr_factor(self, step: int) -> float:
+        c = self.config
+        return lr_factor(step, warmup=c.warmup_steps, total=c.steps, min_ratio=c.min_lr_ratio)
+
+    def _load(self, path: Path) -> None:
+        model_state = ckpt.read_model_state(path)
+        optimizer_state, trainer_state = ckpt.read_training_state(path)
+        dist.load_full_state(self.wrapped, self.optimizer, model_state, optimizer_state, self.env)
+        self.scheduler.load_state_dict(trainer_state["scheduler"])
+        if trainer_state.get("scaler"):
+            self.scaler.load_state_dict(trainer_state["scaler"])
+        self.start_step = int(trainer_state["step"])
+        rng = trainer_state["rng"]
+        if len(rng) == self.env.world_size:
+            torch.set_rng_state(rng[self.env.rank]["cpu"])
+            if rng[self.env.rank]["cuda"] is not None and self.env.device.type == "cuda":
+                torch.cuda.set_rng_state(rng[self.env.rank]["cuda"], self.env.device)
+        else:  # another number of processes: fresh, still reproducible, dropout streams
+            torch.manual_seed(self.config.seed + 1 + self.env.rank + 1_000_003 * self.start_step)
+        self._emit("resume", self.start_step, checkpoint=str(path))
+
+    # ------------------------------------------------------------------------------------------ steps
+
+    def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """This rank's slice of a global batch, on the device (pinned, asynchronous copies on CUDA)."""
+        env = self.env
+        if env.active:
+            batch = {k: v.tensor_split(env.world_size)[env.rank] for k, v in batch.items()}
+        if env.device.type == "cuda":
+            return {k: v.pin_memory().to(env.device, non_blocking=True) for k, v in batch.items()}
+        return batch
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.env.device.type, dtype=self.amp_dtype)
+
+    def train_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """One optimizer step (1-based ``step``): (mean loss, gradient norm, examples or tokens seen)."""
+        config = self.config
+        total = torch.zeros((), device=self.env.device)
+        seen = 0
+        for micro in range(config.grad_accum):
+            batch = self.objective.batch(
+                torch.Generator().manual_seed(batch_seed(config.seed, step, micro)), config.batch_size
+            )
+            seen += self.objective.count(batch)
+            batch = self._to_device(batch)
+            with dist.gradient_sync(self.wrapped, self.strategy, sync=micro == config.grad_accum - 1):
+                with self._autocast():
+                    loss = self.objective.loss(self.step_model, batch)
+                self.scaler.scale(loss / config.grad_accum).backward()
+            total += loss.detach().float()
+        norm = None
+        if config.clip_grad is not None:
+            self.scaler.unscale_(self.optimizer)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.clip_grad)
+            norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return total / config.grad_accum, norm, seen
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Held-out metrics over the fixed evaluation batches, summed over all processes."""
+        self.model.eval()
+        sums: dict[str, torch.Tensor] = {}
+        try:
+            for batch in self.eval_set:
+                with self._autocast():
+                    parts = self.objective.metrics(self.model, self._to_device(batch))
+                for name, (total, count) in parts.items():
+                    pair = torch.stack([total.double().to(self.env.device), count.double().to(self.env.device)])
+                    sums[name] = sums.get(name, 0) + pair
+        finally:
+            self.model.train()
+        out = {}
+        for name, pair in sums.items():
+            total, count = dist.all_reduce_sum(pair, self.env).tolist()
+            out[name] = total / count if count else float("nan")
+        if "loss" in out and self.objective.unit == "tokens" and self.objective_name == "causal_lm":
+            out["perplexity"] = perplexity(out["loss"])
+        return out
+
+    def save(self, step: int, eval_metrics: dict[str, float]) -> Path | None:
+        model_state, optimizer_state = dist.full_state(self.wrapped, self.optimizer, self.env)
+        rng = {
+            "cpu": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state(self.env.device) if self.env.device.type == "cuda" else None,
+        }
+        rngs = dist.gather_objects(rng, self.env)
+        path = None
+        if self.env.is_main:
+            path = ckpt.write_checkpoint(
+                self.run_dir,
+                step,
+                recipe=self.recipe,
+                model_state=model_state,
+                optimizer_state=optimizer_state,
+                trainer_state={
+                    "step": step,
+                    "scheduler": self.scheduler.state_dict(),
+                    "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
+                    "rng": rngs,
+                },
+                tokenizer=self.tokenizer,
+                info=self._info(eval_metrics),
+                aliases=self.aliases,
+                keep=self.config.keep_checkpoints,
+            )
+        dist.barrier(self.env)
+        return path
+
+    def _info(self, eval_metrics: dict[str, float]) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "recipe": self.recipe.name,
+            "objective": self.objective_name,
+            "data": str(self.data_path) if self.data_path else None,
+            "data_description": self.objective.description,
+            "labels": self.objective.labels,
+            "seq_len": self.seq_len,
+            "world_size": self.env.world_size,
+            "strategy": self.strategy,
+            "eval": eval_metrics,
+        }
+        images = getattr(self.objective, "images", None)
+        if images is not None:
+            info["image_mean"], info["image_std"] = images.mean, images.std
+        return info
+
+    # ------------------------------------------------------------------------------------------ run
+
+    def run(self) -> TrainResult:
+        config, env = self.config, self.env
+        per_step = describe_batch(self.objective, config.batch_size, config.grad_accum, self.seq_len)
+        self._emit(
+            "start",
+            self.start_step,
+            model=self.model,
+            recipe=self.recipe,
+            run_dir=str(self.run_dir),
+            device=str(env.device),
+            precision=str(self.amp_dtype or torch.float32).removeprefix("torch."),
+            strategy=self.strategy,
+            world_size=env.world_size,
+            objective=self.objective_name,
+            data=self.objective.description,
+            unit=self.objective.unit,
+            **per_step,
+        )
+        started = time.perf_counter()
+        pending: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
+        window_start, window_seen = time.perf_counter(), 0
+        last_loss: float | None = None
+        eval_metrics: dict[str, float] = {}
+        step = self.start_step
+        for step in range(self.start_step + 1, config.steps + 1):
+            loss, norm, seen = self.train_step(step)
+            pending.append((step, loss, norm))
+            window_seen += seen
+            last = step == config.steps
+            do_eval = last or (config.eval_interval and step % config.eval_interval == 0)
+            do_save = last or (config.checkpoint_interval and step % config.checkpoint_interval == 0)
+            if step % config.log_interval == 0 or do_eval or do_save:
+                elapsed = time.perf_counter() - window_start
+                last_loss = self._flush(pending, window_seen, elapsed, started)
+                pending, window_start, window_seen = [], time.perf_counter(), 0
+            if do_eval:
+                eval_metrics = self.evaluate()
+                self._record(
+                    {"split": "eval", "step": step, **eval_metrics, "elapsed_s": time.perf_counter() - started}
+                )
+                self._emit("eval", step, metrics=eval_metrics)
+            if do_save:
+                self.last_checkpoint = self.save(step, eval_metrics) or self.last_checkpoint
+                self._emit("checkpoint", step, path=str(self.last_checkpoint))
+        seconds = time.perf_counter() - started
+        self._emit("end", step, seconds=seconds, loss=last_loss, eval=eval_metrics, run_dir=str(self.run_dir))
+        return TrainResult(self.run_dir, step, last_loss, eval_metrics, seconds, self.last_checkpoint, self.model)
+
+    def _flush(
+        self, pending: list[tuple[int, torch.Tensor, torch.Tensor | None]], seen: int, elapsed: float, started: float
+    ) -> float:
+        """Move the losses of the last steps to the host at once, stop on NaN/inf, log the newest."""
+        losses = dist.all_reduce_mean(torch.stack([loss for _, loss, _ in pending]), self.env).tolist()
+        for (step, _, _), value in zip(pending, losses, strict=True):
+            if not math.isfinite(value):
+                kept = self.last_checkpoint.name if self.last_checkpoint else "none was written"
+                raise TrainError(
+                    f"the loss became {value} at step {step}; training stopped without saving. The last good "
+                    f"checkpoint is kept ({kept}). Try a lower train.lr, train.clip_grad, or precision fp32."
+                )
+        step, _, norm = pending[-1]
+        unit = self.objective.unit
+        record = {
+            "split": "train",
+            "step": step,
+            "loss": losses[-1],
+            "lr": self.config.lr * self._lr_factor(step - 1),
+            "grad_norm": float(norm) if norm is not None else None,
+            f"{unit}_per_s": seen / elapsed if elapsed > 0 else None,
+            "elapsed_s": time.perf_counter() - started,
+        }
+        self._record(record)
+        remaining = self.config.steps - step
+        self._emit("step", step, **{**record, "eta_s": remaining * elapsed / len(pending)})
+        return losses[-1]
+
+    def _record(self, record: dict[str, Any]) -> None:
+        if self.metrics is not None:
+            self.metrics.write(record)
+
+    def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
+        dist.teardown(self.env)
