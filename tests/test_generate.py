@@ -48,22 +48,7 @@ def test_cached_greedy_equals_recomputation(variant):
         assert len({tuple(t) for t in cached.tokens}) > 1, "the prompts should lead to different continuations"
 
 
-# Relative score biases read the cached keys' positions as their indices in the cache, which left padding
-# shifts (zoo/components/attention.py, `_keys_values`); the cached path then disagrees with recomputation.
-PADDING_BUG = pytest.mark.xfail(
-    strict=True, reason="attention: cached keys take cache indices as positions (ALiBi / T5 bias with left padding)"
-)
-
-
-@pytest.mark.parametrize(
-    "variant",
-    [
-        v
-        if VARIANTS[v][1].get("positional.type") not in ("alibi", "t5_relative")
-        else pytest.param(v, marks=PADDING_BUG)
-        for v in sorted(VARIANTS)
-    ],
-)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_prompt_decodes_the_same_alone_and_in_a_padded_batch(variant):
     name, overrides = VARIANTS[variant]
     model = build(name, overrides)

@@ -30,9 +30,16 @@ class KVCache:
         """How many positions are cached (a Python int)."""
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
+        self._positions: torch.Tensor | None = None
 
-    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append ``(N, Hkv, L, D)`` keys and values; return views ``(N, Hkv, S, D)`` of all cached ones."""
+    def update(
+        self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``(N, Hkv, L, D)`` keys and values; return views ``(N, Hkv, S, D)`` of all cached ones.
+
+        ``positions`` (N|1, L) are the new keys' positions; ``positions`` then gives those of every cached key
+        (with left padding a key's position is not its index in the cache, and relative biases need it).
+        """
         start, new = self.length, k.size(2)
         end = start + new
         if end > self.max_len:
@@ -41,10 +48,20 @@ class KVCache:
             n, h, _, d = k.shape
             self.k = k.new_empty(n, h, self.max_len, d)
             self.v = v.new_empty(n, h, self.max_len, v.size(-1))
+            self._positions = torch.arange(self.max_len, device=k.device).expand(n, -1).contiguous()
         self.k[:, :, start:end] = k
         self.v[:, :, start:end] = v
+        if positions is not None:
+            self._positions[:, start:end] = positions
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """(N, S) positions of the cached keys (their indices where ``update`` was given none)."""
+        if self._positions is None:
+            raise ValueError("the KV cache is empty: it has no positions yet")
+        return self._positions[:, : self.length]
 
     def reset(self) -> None:
         """Forget the cached positions; the buffers are kept for the next sequence."""

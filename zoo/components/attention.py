@@ -151,8 +151,8 @@ class _Attention(nn.Module):
         if pos is not None:
             q, k = pos.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
         if cache is not None:
-            k, v = cache.update(k, v)  # (N, Hkv, S, D), every key so far
-            key_positions = torch.arange(k.size(2), device=x.device)[None]  # (1, S)
+            k, v = cache.update(k, v, positions)  # (N, Hkv, S, D), every key so far
+            key_positions = cache.positions  # (N, S)
         bias = None if pos is None else pos.score_bias(positions, key_positions)
         return q, k, v, bias
 
