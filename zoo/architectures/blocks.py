@@ -153,25 +153,20 @@ def build_mask(
     key_padding: torch.Tensor | None,
     *,
     causal: bool,
-    offset: int = 0,
-    cached: bool = False,
     device: torch.device | None = None,
 ) -> torch.Tensor | None:
     """Boolean (N|1, 1, L, S) mask, True where a query may attend a key, or None.
 
-    None means "nothing to mask beyond causality", which the attention applies itself on its fast path;
-    with a cache the mask is always explicit. ``key_padding`` is (N, S) with True on real tokens; the
-    queries are the last ``query_len`` of the S keys (``offset`` = S - L were seen before). Causality
-    compares sequence indices, not positions, so left-padded prompts stay causal.
+    None means "nothing to mask beyond causality", which the attention applies itself (its fast path; with
+    a cache, the queries are the last L of the S keys). ``key_padding`` is (N, S) with True on real tokens,
+    S counting cached tokens too; causality compares sequence indices, not positions, so left-padded
+    prompts stay causal.
     """
-    if key_padding is None and not cached:
+    if key_padding is None:
         return None
-    key_len = key_padding.shape[-1] if key_padding is not None else offset + query_len
-    mask = causal_mask(query_len, key_len, device) if causal else None
-    if key_padding is not None:
-        pad = key_padding.to(device=device, dtype=torch.bool)[:, None, None, :]  # (N, 1, 1, S)
-        mask = pad if mask is None else mask & pad
-    return mask
+    key_len = key_padding.shape[-1]
+    pad = key_padding.to(device=device, dtype=torch.bool)[:, None, None, :]  # (N, 1, 1, S)
+    return pad & causal_mask(query_len, key_len, device) if causal else pad
 
 
 def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:

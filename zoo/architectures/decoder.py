@@ -47,9 +47,7 @@ class DecoderModel(TransformerStack):
         offset = cache.length if cache is not None else 0
         if positions is None:
             positions = default_positions(L, offset, input_ids.device)
-        mask = build_mask(
-            L, attention_mask, causal=True, offset=offset, cached=cache is not None, device=input_ids.device
-        )
+        mask = build_mask(L, attention_mask, causal=True, device=input_ids.device)
         h = self.run(self.embedding(input_ids), positions=positions, mask=mask, caches=cache.layers if cache else None)
         logits = self.head(h)  # (N, L, V)
         loss, aux = head_losses(

@@ -83,9 +83,7 @@ class EncoderDecoderModel(nn.Module):
         T = decoder_input_ids.shape[1]
         device = decoder_input_ids.device
         offset = cache.length if cache is not None else 0
-        mask = build_mask(
-            T, decoder_attention_mask, causal=True, offset=offset, cached=cache is not None, device=device
-        )
+        mask = build_mask(T, decoder_attention_mask, causal=True, device=device)
         context_mask = build_mask(1, attention_mask, causal=False, device=device)  # (N, 1, 1, S) or None
         h = self.decoder.run(
             self.embedding(decoder_input_ids),

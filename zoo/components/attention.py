@@ -74,6 +74,8 @@ def attend(
         ``(N, H, L, D)``. A query row with nothing to attend gives zeros, never NaN.
     """
     query_len, key_len = q.size(-2), k.size(-2)
+    if causal and mask is None and query_len == 1:
+        causal = False  # one query, the newest position: every key is visible (a decoding step)
     if causal and mask is None and (bias is not None or query_len != key_len):
         # SDPA's is_causal aligns the diagonal top-left and takes no bias: spell the mask out instead.
         mask = causal_mask(query_len, key_len, q.device)
