@@ -14,12 +14,12 @@ from zoo.errors import HFImportError
 
 from .mapping import (
     ACTIVATIONS,
+    CLASSIC_BLOCK,
     HF_ACTIVATIONS,
     Family,
     Option,
     Rule,
     activation_option,
-    default_head_dim,
     dtype_name,
     no_layer_overrides,
     num_labels,
@@ -147,17 +147,7 @@ REQUIREMENTS = {
     "layers": no_layer_overrides,
     "embedding.type": "token",
     "embedding.scale": False,
-    "positional.type": "learned",
-    "attention.type": "mha",
-    "attention.bias": True,
-    "attention.scale": None,
-    "attention.head_dim": default_head_dim,
-    "norm.type": "layernorm",
-    "norm.bias": True,
-    "norm.affine": True,
-    "ffn.type": "mlp",
-    "ffn.bias": True,
-    "ffn.activation": tuple(HF_ACTIVATIONS),
+    **CLASSIC_BLOCK,
     "head": _fits_head,
 }
 

@@ -348,3 +348,19 @@ def dtype_name(tensors: Mapping[str, torch.Tensor]) -> str:
         if t.is_floating_point():
             return str(t.dtype).removeprefix("torch.")
     return "float32"
+
+
+CLASSIC_BLOCK: dict[str, Any] = {
+    "positional.type": "learned",
+    "attention.type": "mha",
+    "attention.bias": True,
+    "attention.scale": None,
+    "attention.head_dim": default_head_dim,
+    "norm.type": "layernorm",
+    "norm.bias": True,
+    "norm.affine": True,
+    "ffn.type": "mlp",
+    "ffn.bias": True,
+    "ffn.activation": tuple(HF_ACTIVATIONS),
+}
+"""What GPT-2, BERT and ViT share: learned positions, biased MHA, LayerNorm, a two-layer MLP."""
