@@ -158,6 +158,7 @@ def build_vit(recipe, make: Make) -> nn.Module:
     return VisionTransformer(
         embedding=make("embedding", recipe.embedding, ctx),
         head=make("head", recipe.head, ctx),
+        max_len=recipe.max_len,
         **stack_parts(recipe, make, stack="encoder", causal=False),
     )
 

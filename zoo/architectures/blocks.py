@@ -148,6 +148,24 @@ class TransformerStack(nn.Module):
         return [block.cross_attention.new_cache(batch_size, max_len) for block in self.blocks]
 
 
+class HeadedStack(TransformerStack):
+    """A stack between an input embedding and an output head: the single-stack families."""
+
+    def __init__(self, *, embedding: nn.Module, head: nn.Module, max_len: int, **stack: Any) -> None:
+        super().__init__(**stack)
+        self.embedding = embedding
+        self.head = head
+        self.max_len = max_len
+        tie(head, embedding)
+        self._aux_modules = collect_aux_losses(self)
+
+
+def tie(head: nn.Module, embedding: nn.Module) -> None:
+    """Share the embedding's token table as the head's output weight when the head asks for it."""
+    if getattr(head, "tie_embeddings", False):
+        head.proj.weight = embedding.weight
+
+
 def build_mask(
     query_len: int,
     key_padding: torch.Tensor | None,

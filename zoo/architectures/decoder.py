@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from .blocks import (
+    HeadedStack,
     ModelCache,
     ModelOutput,
-    TransformerStack,
     build_mask,
-    collect_aux_losses,
     default_positions,
     head_losses,
 )
-from .stack import tie
 
 
-class DecoderModel(TransformerStack):
+class DecoderModel(HeadedStack):
     """Token ids (N, L) -> next-token logits (N, L, V), with an optional KV cache for decoding."""
-
-    def __init__(self, *, embedding: nn.Module, head: nn.Module, max_len: int, **stack) -> None:
-        super().__init__(**stack)
-        self.embedding = embedding
-        self.head = head
-        self.max_len = max_len
-        tie(head, embedding)
-        self._aux_modules = collect_aux_losses(self)
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> ModelCache:
         """Empty per-layer caches for decoding up to ``max_len`` tokens (default: the model's)."""

@@ -3,29 +3,18 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from .blocks import (
+    HeadedStack,
     ModelOutput,
-    TransformerStack,
     build_mask,
-    collect_aux_losses,
     default_positions,
     head_losses,
 )
-from .stack import tie
 
 
-class EncoderModel(TransformerStack):
+class EncoderModel(HeadedStack):
     """Token ids (N, L) -> per-token logits (MLM), per-sequence logits (classification) or pooled features."""
-
-    def __init__(self, *, embedding: nn.Module, head: nn.Module, max_len: int, **stack) -> None:
-        super().__init__(**stack)
-        self.embedding = embedding
-        self.head = head
-        self.max_len = max_len
-        tie(head, embedding)
-        self._aux_modules = collect_aux_losses(self)
 
     def forward(
         self,

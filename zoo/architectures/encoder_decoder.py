@@ -14,8 +14,8 @@ from .blocks import (
     collect_aux_losses,
     default_positions,
     head_losses,
+    tie,
 )
-from .stack import tie
 
 
 class EncoderDecoderModel(nn.Module):

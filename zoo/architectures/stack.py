@@ -52,9 +52,3 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
         dropout=recipe.dropout,
         causal=causal,
     )
-
-
-def tie(head: nn.Module, embedding: nn.Module) -> None:
-    """Share the embedding's token table as the head's output weight when the head asks for it."""
-    if getattr(head, "tie_embeddings", False):
-        head.proj.weight = embedding.weight

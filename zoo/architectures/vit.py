@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from .blocks import ModelOutput, TransformerStack, collect_aux_losses, default_positions, head_losses
+from .blocks import HeadedStack, ModelOutput, default_positions, head_losses
 
 
-class VisionTransformer(TransformerStack):
+class VisionTransformer(HeadedStack):
     """Images (N, C, H, W) -> class logits (N, num_classes)."""
-
-    def __init__(self, *, embedding: nn.Module, head: nn.Module, **stack) -> None:
-        super().__init__(**stack)
-        self.embedding = embedding
-        self.head = head
-        self._aux_modules = collect_aux_losses(self)
 
     def forward(self, images: torch.Tensor, *, labels: torch.Tensor | None = None) -> ModelOutput:
         x = self.embedding(images)  # (N, 1 + num_patches, E)
