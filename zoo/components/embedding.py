@@ -45,7 +45,9 @@ class TokenEmbedding(nn.Module):
         return self.token.weight
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.token(input_ids) * self.scale  # (N, L, E)
+        x = self.token(input_ids)  # (N, L, E)
+        if self.scale != 1.0:  # a constructor constant: no multiply at all when unscaled
+            x = x * self.scale
         if self.token_type is not None:
             x = x + (self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids))
         return x

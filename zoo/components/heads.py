@@ -53,7 +53,7 @@ class LMHead(nn.Module):
         self.scale = d_model**-0.5 if rescale else 1.0
 
     def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.proj(h * self.scale)  # (N, L, V)
+        return self.proj(h * self.scale if self.scale != 1.0 else h)  # (N, L, V)
 
     loss = staticmethod(cross_entropy)
 
