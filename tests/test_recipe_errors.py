@@ -62,6 +62,7 @@ BAD = [
     ({"layers": [{"select": 1, "ffn": {"type": "mlp", "hiden": 3}}]}, r"^layers\.0\.ffn\.hiden: unknown key"),
     ({"head": {"type": "lm", "bias": True}}, r"^head: a tied LM head has no bias"),
     ({"vocab_size": None}, r"^vocab_size: required by architecture 'decoder'"),
+    ({"train": {"seq_len": 17}}, r"^train\.seq_len: 17 positions do not fit the learned position table of max_len 16"),
     ({"attention": "nope"}, r"^attention\.type: unknown attention type 'nope'"),
     ({"attention": 3}, r"^attention: a attention spec must be a mapping"),
     ({"attention": {"num_heads": 4, "type": None}}, r"^attention\.type: required: the attention type to use"),

@@ -332,7 +332,7 @@ def test_nan_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(tmp_pat
     [
         ({"data": "missing.txt"}, "no such file or folder"),
         ({"data": "EMPTY"}, "the text is empty"),
-        ({"train.seq_len": 200}, r"beyond the learned position table of max_len 128"),
+        ({"train.seq_len": 200}, r"train.seq_len: 200 positions do not fit the learned position table of max_len 128"),
         ({"vocab_size": 200}, r"tokenizer has 256 ids but the recipe's vocab_size is 200"),
         ({"train.tokenizer": "bpe"}, r"needs vocab_size >= 263"),
         ({"train.batch_size": 0}, r"train.batch_size: Input should be greater than or equal to 1"),

@@ -410,6 +410,16 @@ def check_rules(recipe: Recipe, registry: Registry) -> list[tuple[str, str]]:
                             f"{kind} '{config.type}' needs a causal (decoder) stack; the {stack} is not causal",
                         )
                     )
+    seq_len = recipe.train.seq_len
+    bounded = arch.token_input and recipe.positional.bounded_by_max_len
+    if seq_len is not None and bounded and seq_len > (recipe.max_len or 0):
+        errors.append(
+            (
+                "train.seq_len",
+                f"{seq_len} positions do not fit the {recipe.positional.type} position table of max_len "
+                f"{recipe.max_len}: lower train.seq_len or raise max_len",
+            )
+        )
     head_ctx = recipe.context()
     errors.extend(("embedding", m) for m in recipe.embedding.check(head_ctx))
     errors.extend(("head", m) for m in recipe.head.check(head_ctx))

@@ -46,6 +46,8 @@ class ArchitectureConfig(ComponentConfig):
     """(stack name, causal) for each stack of blocks."""
     requires: ClassVar[tuple[str, ...]] = ()
     """Recipe fields that must be set."""
+    token_input: ClassVar[bool] = True
+    """Inputs are token sequences, so ``train.seq_len`` counts positions (vit derives its own)."""
 
     def derive(self, data: dict[str, Any]) -> None:
         """Fill recipe fields that follow from others (before validation)."""
@@ -87,6 +89,7 @@ class EncoderDecoderConfig(ArchitectureConfig):
 
 class VitConfig(ArchitectureConfig):
     type: Literal["vit"] = "vit"
+    token_input: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {
         "embedding": {"type": "patch"},
         "head": {"type": "classification"},
