@@ -63,7 +63,7 @@ def test_a_prompt_decodes_the_same_alone_and_in_a_padded_batch(variant):
 @pytest.mark.parametrize("variant", ["gpt-tiny", "sinusoidal"])
 def test_generation_runs_past_the_position_table_with_the_same_windows_cached_or_not(variant):
     name, overrides = VARIANTS[variant]
-    model = build(name, {**overrides, "max_len": 16})
+    model = build(name, {**overrides, "max_len": 16, "train.seq_len": 16})
     prompts = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14]]  # left padding too
     cached = generate(model, prompts, max_new_tokens=40)
     assert all(len(t) == 40 for t in cached.tokens)
