@@ -67,6 +67,10 @@ class RollingKVCache:
         """Positions seen so far (a Python int): the sequence index of the next one."""
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
+        self.pos: torch.Tensor | None = None
+        """(N, capacity) positions of the held keys, slot by slot (left padding makes them differ from indices)."""
+        self.key_positions: torch.Tensor | None = None
+        """(N, S) positions of the keys the last ``update`` returned."""
 
     @property
     def held(self) -> int:
@@ -79,20 +83,29 @@ class RollingKVCache:
         # The newest index i < length with i % capacity == slot.
         return slots + self.capacity * ((self.length - 1 - slots) // self.capacity)
 
-    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Add ``(N, Hkv, L, D)`` keys and values; return the held ones then the new ones, ``(N, Hkv, S, D)``
-        each, and their sequence indices ``(S,)``, ``S = held + L``. Only the last ``capacity`` are kept."""
+    def update(
+        self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Add ``(N, Hkv, L, D)`` keys and values at ``positions`` (N|1, L; default their indices); return the
+        held ones then the new ones, ``(N, Hkv, S, D)`` each, and their sequence indices ``(S,)``,
+        ``S = held + L``; ``key_positions`` then holds their positions. Only the last ``capacity`` are kept."""
         start, new = self.length, k.size(2)
         end = start + new
         if self.capacity < self.window and end > self.capacity:
             raise ValueError(
                 f"rolling cache full: {start} positions cached, {new} more do not fit (max_len {self.max_len})"
             )
-        if self.k is None or self.v is None:
-            n, h, _, d = k.shape
+        n = k.size(0)
+        if self.k is None or self.v is None or self.pos is None:
+            _, h, _, d = k.shape
             self.k = k.new_empty(n, h, self.capacity, d)
             self.v = v.new_empty(n, h, self.capacity, v.size(-1))
+            self.pos = torch.zeros(n, self.capacity, dtype=torch.long, device=k.device)
         held = self.held
+        if positions is None:
+            positions = torch.arange(start, end, device=k.device)[None]
+        positions = positions.expand(n, -1)  # (N, L)
+        self.key_positions = torch.cat([self.pos[:, :held], positions], dim=1)  # (N, S)
         index = torch.cat([self.held_index(k.device), torch.arange(start, end, device=k.device)])  # (S,)
         keys = torch.cat([self.k[:, :, :held], k], dim=2)  # (N, Hkv, S, D): a copy, so overwriting is safe
         values = torch.cat([self.v[:, :, :held], v], dim=2)
@@ -100,6 +113,7 @@ class RollingKVCache:
         slots = index[index.numel() - kept :] % self.capacity
         self.k.index_copy_(2, slots, k[:, :, new - kept :])
         self.v.index_copy_(2, slots, v[:, :, new - kept :])
+        self.pos.index_copy_(1, slots, positions[:, new - kept :])
         self.length = end
         return keys, values, index
 
@@ -197,8 +211,8 @@ class SlidingWindowAttention(GroupedQueryAttention):
             q, k = pos.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
         key_index, key_positions = query_index, positions
         if cache is not None:
-            k, v, key_index = cache.update(k, v)  # (N, Hkv, S, D): the held keys, then the new ones
-            key_positions = key_index[None]
+            k, v, key_index = cache.update(k, v, positions)  # (N, Hkv, S, D): the held keys, then the new ones
+            key_positions = cache.key_positions  # (N, S)
             mask = None if mask is None else mask.index_select(-1, key_index)  # columns of the keys held
         local = sliding_window_mask(query_index, key_index, self.window, self.lookahead)  # (L, S)
         mask = local if mask is None else mask & local
