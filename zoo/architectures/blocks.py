@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.components.attention import causal_mask
+
 
 @dataclass
 class ModelOutput:
@@ -184,18 +186,7 @@ def build_mask(
         return None
     key_len = key_padding.shape[-1]
     pad = key_padding.to(device=device, dtype=torch.bool)[:, None, None, :]  # (N, 1, 1, S)
-    return pad & causal_mask(query_len, key_len, device) if causal else pad
-
-
-def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:
-    """(1, 1, L, S): True where key index <= query index, the queries being the last L of S."""
-    q = torch.arange(key_len - query_len, key_len, device=device)[:, None]
-    k = torch.arange(key_len, device=device)[None, :]
-    return (k <= q)[None, None]
-
-
-def default_positions(query_len: int, offset: int = 0, device: torch.device | None = None) -> torch.Tensor:
-    return torch.arange(offset, offset + query_len, device=device)[None]  # (1, L)
+    return pad & causal_mask(query_len, key_len, device) if causal else pad  # (N, 1, L, S)
 
 
 @torch.no_grad()

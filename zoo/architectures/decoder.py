@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from zoo.components.positional import positions_for
+
 from .blocks import (
     HeadedStack,
     ModelCache,
     ModelOutput,
     build_mask,
-    default_positions,
     head_losses,
 )
 
@@ -35,7 +36,7 @@ class DecoderModel(HeadedStack):
         N, L = input_ids.shape
         offset = cache.length if cache is not None else 0
         if positions is None:
-            positions = default_positions(L, offset, input_ids.device)
+            positions = positions_for(L, offset, input_ids.device)
         mask = build_mask(L, attention_mask, causal=True, device=input_ids.device)
         h = self.run(self.embedding(input_ids), positions=positions, mask=mask, caches=cache.layers if cache else None)
         logits = self.head(h)  # (N, L, V)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import torch
 
+from zoo.components.positional import positions_for
+
 from .blocks import (
     HeadedStack,
     ModelOutput,
     build_mask,
-    default_positions,
     head_losses,
 )
 
@@ -29,7 +30,7 @@ class EncoderModel(HeadedStack):
         masked LM (-100 = not predicted) or (N,) for classification."""
         N, L = input_ids.shape
         if positions is None:
-            positions = default_positions(L, device=input_ids.device)
+            positions = positions_for(L, device=input_ids.device)
         mask = build_mask(L, attention_mask, causal=False, device=input_ids.device)
         h = self.run(self.embedding(input_ids, token_type_ids), positions=positions, mask=mask)
         logits = self.head(h, mask=attention_mask)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from zoo.components.positional import positions_for
+
 from .blocks import (
     ModelCache,
     ModelOutput,
     TransformerStack,
     build_mask,
     collect_aux_losses,
-    default_positions,
     head_losses,
     tie,
 )
@@ -45,7 +46,7 @@ class EncoderDecoderModel(nn.Module):
         """Source ids (N, S) -> encoder output (N, S, E)."""
         S = input_ids.shape[1]
         mask = build_mask(S, attention_mask, causal=False, device=input_ids.device)
-        positions = default_positions(S, device=input_ids.device)
+        positions = positions_for(S, device=input_ids.device)
         return self.encoder.run(self.embedding(input_ids), positions=positions, mask=mask)
 
     def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
@@ -87,7 +88,7 @@ class EncoderDecoderModel(nn.Module):
         context_mask = build_mask(1, attention_mask, causal=False, device=device)  # (N, 1, 1, S) or None
         h = self.decoder.run(
             self.embedding(decoder_input_ids),
-            positions=default_positions(T, offset, device),
+            positions=positions_for(T, offset, device),
             mask=mask,
             caches=cache.layers if cache is not None else None,
             context=encoder_hidden,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .blocks import HeadedStack, ModelOutput, default_positions, head_losses
+from zoo.components.positional import positions_for
+
+from .blocks import HeadedStack, ModelOutput, head_losses
 
 
 class VisionTransformer(HeadedStack):
@@ -12,7 +14,7 @@ class VisionTransformer(HeadedStack):
 
     def forward(self, images: torch.Tensor, *, labels: torch.Tensor | None = None) -> ModelOutput:
         x = self.embedding(images)  # (N, 1 + num_patches, E)
-        h = self.run(x, positions=default_positions(x.shape[1], device=x.device))
+        h = self.run(x, positions=positions_for(x.shape[1], device=x.device))
         logits = self.head(h)  # (N, num_classes)
         loss, aux = head_losses(self.head, logits, labels, self._aux_modules)
         return ModelOutput(logits=logits, loss=loss, aux_loss=aux, hidden_states=h)
