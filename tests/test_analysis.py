@@ -19,13 +19,13 @@ from zoo.analysis import (
     component_tree,
     example_inputs,
     flop_estimate,
-    model_plan,
+    model_parts,
     parameter_breakdown,
     summarize,
 )
-from zoo.analysis.formulas import FORMULAS, Cost, formula
 from zoo.builder import build
-from zoo.config import ComponentConfig
+from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
 from zoo.errors import ZooError
 from zoo.plugins import plugins
 from zoo.recipe import load_recipe, named_recipes
@@ -111,8 +111,8 @@ class TestParameters:
         assert counted.by_kind == {"other": counted.total}
 
 
-class TestFormulas:
-    def test_a_plugin_component_without_formula_is_flagged_then_costed(self, register_plugin):
+class TestDeclaredCosts:
+    def test_a_plugin_component_without_a_cost_is_flagged_then_costed(self, register_plugin):
         class ScaledConfig(ComponentConfig):
             type: Literal["scaled"] = "scaled"
             hidden: int = Field(8, ge=1)
@@ -126,43 +126,46 @@ class TestFormulas:
             def forward(self, x):
                 return self.down(self.up(x))
 
+        class CostedConfig(ScaledConfig):
+            type: Literal["costed"] = "costed"
+
+            def cost(self, ctx: BuildContext) -> Cost:
+                return Cost(params=2 * ctx.d_model * self.hidden)
+
         class Plugin:
             @zoo.hookimpl
             def register_components(self, register):
                 register("ffn", "scaled", Scaled, ScaledConfig)
+                register("ffn", "costed", Scaled, CostedConfig)
 
         register_plugin(Plugin(), "scaled-ffn")
         counted, analytic = counts("gpt-tiny", ffn={"type": "scaled", "hidden": 8})
         assert analytic.missing == ["blocks.0.ffn (ffn 'scaled')", "blocks.1.ffn (ffn 'scaled')"]
         assert [m.where for m in compare_counts(counted, analytic)][:2] == ["total", "kind ffn"]
-        try:
-            formula(ScaledConfig)(lambda config, ctx, nested: Cost(params=2 * ctx.d_model * config.hidden))
-            counted, analytic = counts("gpt-tiny", ffn={"type": "scaled", "hidden": 8})
-            assert analytic.missing == [] and compare_counts(counted, analytic) == []
-        finally:
-            FORMULAS.pop(ScaledConfig)
+        counted, analytic = counts("gpt-tiny", ffn={"type": "costed", "hidden": 8})
+        assert analytic.missing == [] and compare_counts(counted, analytic) == []
 
     def test_flops_per_token(self):
         recipe = load_recipe("gpt2-small")
         E, V, layers = 768, 50257, 12
-        flops = flop_estimate(model_plan(recipe), seq_len=1024)
+        flops = flop_estimate(model_parts(recipe), seq_len=1024)
         assert flops.matmul_per_token == 2 * (layers * (4 * E * E + 2 * E * 3072) + V * E)
         assert flops.attention_per_token == layers * 2 * 2 * 1024 * E
         assert flops.forward_per_token == flops.matmul_per_token + flops.attention_per_token
         assert flops.train_per_token == 3 * flops.forward_per_token
-        longer = flop_estimate(model_plan(recipe), seq_len=2048, batch=4)
+        longer = flop_estimate(model_parts(recipe), seq_len=2048, batch=4)
         assert longer.attention_per_token == 2 * flops.attention_per_token
         assert longer.matmul_per_token == flops.matmul_per_token
         assert longer.forward_per_batch == 4 * 2048 * longer.forward_per_token
 
     def test_routed_flops_count_top_k_experts(self):
-        plan = model_plan(load_recipe("mixtral-8x7b"))
+        plan = model_parts(load_recipe("mixtral-8x7b"))
         E, H, X, K = 4096, 14336, 8, 2
         per_layer = 2 * E * 32 * 128 + 2 * E * 8 * 128 + E * X + K * 3 * E * H
         assert flop_estimate(plan, seq_len=1).matmul_per_token == 2 * (32 * per_layer + 32000 * E)
 
     def test_classifier_runs_once_per_sequence(self):
-        plan = model_plan(load_recipe("vit-tiny"))
+        plan = model_parts(load_recipe("vit-tiny"))
         one, two = flop_estimate(plan, seq_len=17), flop_estimate(plan, seq_len=17, batch=2)
         head = 2 * 64 * 10
         assert one.forward_per_sequence == 17 * (one.matmul_per_token + one.attention_per_token) + head

@@ -306,3 +306,106 @@ class TestProcess:
         assert "\x1b" not in result.stdout
         failed = run_zoo("build", "nope.yaml")
         assert failed.returncode == 2 and failed.stderr.startswith("error: ") and "\x1b" not in failed.stderr
+
+
+class TestDtypeOption:
+    def test_choices_come_from_the_dtype_table(self):
+        from zoo.dtypes import DTYPE_CHOICES
+
+        for command in (("build",), ("import",)):
+            out = zoo_cli(*command, "--help").stdout
+            assert "|".join(DTYPE_CHOICES) in out.replace(" ", "").replace("\n", "")
+
+    def test_float16_and_float64_build(self):
+        assert "on cpu, float16" in zoo_cli("build", "gpt-tiny", "--dtype", "float16").stdout
+        assert "on cpu, float64" in zoo_cli("build", "gpt-tiny", "--dtype", "float64").stdout
+
+    def test_an_unknown_dtype_is_a_usage_error(self):
+        result = CliRunner().invoke(app, ["build", "gpt-tiny", "--dtype", "fp4"])
+        assert result.exit_code == 2 and "float32" in result.output and "bfloat16" in result.output
+
+
+class TestRenderedFromTheLibrary:
+    """What the commands print comes from library results: the CLI does no arithmetic of its own."""
+
+    def test_training_flops_per_sequence(self):
+        from zoo.analysis import FlopEstimate
+        from zoo.analysis.flops import TRAIN_FACTOR
+
+        f = FlopEstimate(seq_len=8, batch=2, matmul_per_token=10, attention_per_token=3, forward_per_sequence=104)
+        assert f.train_per_sequence == TRAIN_FACTOR * 104 == 3 * f.forward_per_sequence
+        assert f.to_dict()["train_per_sequence"] == 312
+
+    def test_summary_prints_the_train_factor_and_json_has_train_per_sequence(self):
+        out = zoo_cli("summary", "gpt-tiny", "--seq-len", "16", "--depth", "0").stdout
+        assert "training step (3x)" in out
+        data = json.loads(zoo_cli("summary", "gpt-tiny", "--seq-len", "16", "--json").stdout)
+        assert data["flops"]["train_per_sequence"] == 3 * data["flops"]["forward_per_sequence"]
+
+    @pytest.mark.parametrize(
+        "env, main",
+        [
+            ({}, True),
+            ({"WORLD_SIZE": "1", "RANK": "3", "LOCAL_RANK": "3"}, True),  # alone, as setup() treats it
+            ({"WORLD_SIZE": "4", "RANK": "0", "LOCAL_RANK": "0"}, True),
+            ({"WORLD_SIZE": "4", "RANK": "2", "LOCAL_RANK": "0"}, False),
+            ({"WORLD_SIZE": "4", "RANK": "5", "LOCAL_RANK": "1"}, False),
+        ],
+    )
+    def test_is_main_process_reads_the_ranks_as_setup_does(self, monkeypatch, env, main):
+        from zoo.train.distributed import is_main_process, process_ranks
+
+        for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert is_main_process() is main
+        rank, local_rank, world_size = process_ranks()
+        assert world_size == int(env.get("WORLD_SIZE", "1"))
+        assert (rank, local_rank) == ((0, 0) if world_size == 1 else (int(env["RANK"]), int(env["LOCAL_RANK"])))
+
+    def test_is_main_process_without_a_rank_is_a_clear_error(self, monkeypatch):
+        from zoo.errors import TrainError
+        from zoo.train.distributed import is_main_process
+
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.delenv("RANK", raising=False)
+        with pytest.raises(TrainError, match="RANK is not set"):
+            is_main_process()
+
+    def test_objectives_say_whether_they_generate(self):
+        from zoo.train.objectives import OBJECTIVES, objective_generates, objective_maps_source_to_target
+
+        assert {n for n in OBJECTIVES if objective_generates(n)} == {"causal_lm", "seq2seq"}
+        assert {n for n in OBJECTIVES if objective_maps_source_to_target(n)} == {"seq2seq"}
+        assert not objective_generates(None) and not objective_maps_source_to_target("nope")
+
+    def test_the_train_view_renders_the_events(self, capsys):
+        from types import SimpleNamespace
+
+        from zoo.cli.train import _TrainView
+        from zoo.train import TrainEvent
+
+        view = _TrainView(summary=False)
+        start = {
+            "recipe": SimpleNamespace(name="gpt-tiny"),
+            "objective": "causal_lm",
+            "generates": True,
+            "seq_len": 32,
+            "device": "cpu",
+            "world_size": 1,
+            "strategy": "none",
+            "precision": "float32",
+            "examples_per_step": 4,
+            "tokens_per_step": 128,
+            "data": "embedded",
+            "run_dir": "runs/x",
+        }
+        view(TrainEvent("start", 0, 2, start))
+        step = {"loss": 1.5, "lr": 1e-3, "tokens_per_s": 2000.0, "unit": "tokens", "per_s": 2000.0, "eta_s": 1.0}
+        view(TrainEvent("step", 1, 2, step))
+        assert "2.00 k tokens/s" in str(view.progress.tasks[0].fields["figures"])
+        view(TrainEvent("end", 2, 2, {"loss": 1.25, "eval": {}, "seconds": 3.0, "run_dir": "runs/x"}))
+        out = capsys.readouterr().out
+        assert "(causal_lm) on cpu x1" in out and "4 examples (128 tokens) per step" in out
+        assert "next: zoo generate runs/x --prompt" in out

@@ -164,6 +164,48 @@ def test_causal_only_component_refused_in_an_encoder(register_plugin):
         zoo.load_recipe(deep_merge(BASE, {"architecture": "encoder", "attention": {"type": "causal-only"}}))
 
 
+def _errors(source, **overrides) -> list[tuple[str, str]]:
+    with pytest.raises(zoo.RecipeError) as info:
+        zoo.load_recipe(source, **overrides)
+    return info.value.errors
+
+
+ROPE_KNOCK_ON = "rope rotates"
+
+
+def test_a_failed_spec_does_not_hide_the_rules_of_the_rest():
+    # The kv-heads rule fails the attention spec; the d_model / num_heads rule is still checked.
+    errors = _errors("llama-3.2-1b", d_model=100, **{"attention.num_kv_heads": 3})
+    assert errors == [
+        ("attention", "num_heads (32) must be divisible by num_kv_heads (3)"),
+        ("attention", "d_model (100) must be divisible by num_heads (32), or set head_dim"),
+    ]
+
+
+def test_one_wrong_head_count_is_one_error_without_a_rotary_knock_on():
+    errors = _errors("llama-3.2-1b", d_model=100)
+    assert errors == [("attention", "d_model (100) must be divisible by num_heads (32), or set head_dim")]
+    assert not any(ROPE_KNOCK_ON in m for _, m in errors)
+
+
+def test_a_component_that_failed_outright_is_skipped_by_the_rules_that_read_it():
+    # An unknown attention type: nothing about heads is known, so rope is not checked against them.
+    errors = _errors("llama-tiny", **{"attention.type": "mah"})
+    assert [p for p, _ in errors] == ["attention.type"]
+    # An unknown ffn type leaves the attention's own rules to run.
+    errors = _errors(deep_merge(BASE, {"ffn": {"type": "nope"}, "attention": {"num_heads": 5}}))
+    assert [p for p, _ in errors] == ["ffn.type", "attention"]
+    assert errors[1][1] == "d_model (32) must be divisible by num_heads (5), or set head_dim"
+
+
+def test_rules_still_run_beside_an_unknown_key_and_a_nested_spec():
+    errors = _errors(deep_merge(BASE, {"x": 1, "attention": {"num_heads": 5}}))
+    assert [p for p, _ in errors] == ["x", "attention"]
+    # A model-level rule of an MoE (top_k) and its expert's own spec are both reported.
+    errors = _errors(deep_merge(BASE, {"ffn": {**MOE, "top_k": 3, "expert": {"type": "swiglu", "hiden": 8}}}))
+    assert [p for p, _ in errors] == ["ffn", "ffn.expert.hiden"]
+
+
 # ---------------------------------------------------------------------------------------------- fuzzing
 
 MUTATION_VALUES = st.one_of(

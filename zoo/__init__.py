@@ -21,6 +21,7 @@ __all__ = [
     "PLUGIN_API_VERSION",
     "BuildContext",
     "ComponentConfig",
+    "Cost",
     "PluginError",
     "Recipe",
     "RecipeError",
@@ -46,6 +47,7 @@ _LAZY = {
     "Recipe": "zoo.recipe",
     "BuildContext": "zoo.config",
     "ComponentConfig": "zoo.config",
+    "Cost": "zoo.cost",
     "Spec": "zoo.config",
     "get_registry": "zoo.plugins",
     "from_hf": "zoo.hf",
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from .builder import build, count_parameters
     from .checkpoint import load, save
     from .config import BuildContext, ComponentConfig, Spec
+    from .cost import Cost
     from .hf import from_hf, to_hf
     from .plugins import PLUGIN_API_VERSION, get_registry
     from .recipe import Recipe, load_recipe

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 from .config import BuildContext, ComponentConfig, spec_fields
 from .errors import RecipeError
+from .init import init_weights
 from .plugins import get_registry
 from .recipe import Recipe, load_recipe, validate_spec
 from .registry import Registry
@@ -27,11 +28,15 @@ from .registry import Registry
 
 @dataclass(frozen=True)
 class Provenance:
-    """Which registered component built a module."""
+    """Which registered component built a module, from which config, at which place in the model."""
 
     kind: str
     name: str
     plugin: str
+    config: ComponentConfig | None = field(default=None, compare=False, repr=False)
+    ctx: BuildContext | None = field(default=None, compare=False, repr=False)
+    nested: bool = False
+    """Built inside another component (an MoE's expert), whose cost includes it."""
 
 
 class _Maker:
@@ -41,32 +46,34 @@ class _Maker:
         self.registry = registry
         self.made: dict[int, Provenance] = {}
 
-    def __call__(self, kind: str, config: ComponentConfig, ctx: BuildContext) -> nn.Module:
+    def __call__(self, kind: str, config: ComponentConfig, ctx: BuildContext, *, nested: bool = False) -> nn.Module:
         component = self.registry.get(kind, config.type)
-        nested = spec_fields(component.config)
-        kwargs: dict[str, Any] = {}
-        for field in type(config).model_fields:
-            if field == "type":
-                continue
-            value = getattr(config, field)
-            if field in nested and value is not None:
-                value = partial(self._nested, nested[field], value, ctx)
-            kwargs[field] = value
+        specs = spec_fields(component.config)
+        kwargs: dict[str, Any] = config.arguments()
+        for name, nested_kind in specs.items():
+            if kwargs.get(name) is not None:
+                kwargs[name] = partial(self._nested, nested_kind, kwargs[name], ctx)
         for key, value in ctx.as_kwargs(component.accepts).items():
             kwargs.setdefault(key, value)
         try:
             module = component.factory(ctx.d_model, **kwargs)
         except (ValueError, TypeError, RuntimeError) as exc:
             raise RecipeError(f"{kind} '{config.type}' (plugin '{component.plugin}') failed to build: {exc}") from exc
-        self.made[id(module)] = Provenance(kind, config.type, component.plugin)
+        if not isinstance(module, nn.Module):
+            raise RecipeError(
+                f"{kind} '{config.type}' (plugin '{component.plugin}'): its factory returned "
+                f"{type(module).__name__}, not a torch.nn.Module"
+            )
+        self.made[id(module)] = Provenance(kind, config.type, component.plugin, config, ctx, nested)
         return module
 
-    def _nested(self, kind: str, spec: Mapping[str, Any], ctx: BuildContext) -> nn.Module:
+    def _nested(self, kind: str, spec: Mapping[str, Any], ctx: BuildContext, width: int | None = None) -> nn.Module:
+        """Build a nested spec (``Spec(kind)`` field) at the parent's width, or at ``width``."""
         errors: list[tuple[str, str]] = []
         config = validate_spec(self.registry, kind, spec, kind, errors)
         if config is None:
             raise RecipeError(errors)
-        return self(kind, config, ctx)
+        return self(kind, config, ctx if width is None else replace(ctx, d_model=width), nested=True)
 
 
 _INITIALISERS = frozenset(
@@ -112,18 +119,13 @@ def _default_dtype(dtype: torch.dtype | None) -> Iterator[None]:
 def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
-    names = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-        "float64": torch.float64,
-    }
-    if dtype not in names:
-        raise RecipeError(f"unknown dtype {dtype!r}; choose one of: float32, bfloat16, float16, float64")
-    return names[dtype]
+    from zoo.dtypes import UnknownDtypeError
+    from zoo.dtypes import parse_dtype as parse_name
+
+    try:
+        return parse_name(dtype)
+    except UnknownDtypeError as exc:  # "unknown dtype 'x'; choose one of: float32, bfloat16, float16, float64"
+        raise RecipeError(str(exc)) from None
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -154,12 +156,10 @@ def build(
     with device, _default_dtype(torch_dtype), skip_init:
         model = architecture.factory(recipe, maker)
     maker.made[id(model)] = Provenance("architecture", recipe.architecture, architecture.plugin)
-    if device.type != "meta":
-        from .architectures.blocks import init_weights
-
-        init_weights(model, std=recipe.init_std, num_layers=recipe.num_layers)
     model.recipe = recipe
     model.zoo_components = {path: maker.made[id(m)] for path, m in model.named_modules() if id(m) in maker.made}
+    if device.type != "meta":
+        init_weights(model, set(model.zoo_components), std=recipe.init_std, num_layers=recipe.num_layers)
     if recipe.expect is not None and recipe.expect.parameters is not None:
         actual = count_parameters(model)
         if actual != recipe.expect.parameters:

@@ -56,6 +56,11 @@ class KVCache:
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
 
+    index = None
+    """Sequence indices of the keys ``update`` returns, or None: they are keys ``0 .. S-1`` in order. A cache
+    that returns its keys in another order (a ring buffer) gives an ``(S,)`` tensor; attention then selects
+    those columns of the model's mask and passes them to its ``key_mask``."""
+
     @property
     def positions(self) -> torch.Tensor:
         """(N, S) positions of the cached keys (their indices where ``update`` was given none)."""

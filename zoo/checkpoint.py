@@ -13,6 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from .dtypes import from_safetensors
 from .errors import RecipeError
 
 RECIPE_FILE = "recipe.yaml"
@@ -63,10 +64,7 @@ def load(directory: str | Path, *, device: str | torch.device | None = None) -> 
             keys = list(f.keys())
             # Build in the dtype the weights were saved in (a bf16 model comes back bf16, not upcast).
             dtype = f.get_slice(keys[0]).get_dtype() if keys else None
-    model = build(recipe_path, device=device, dtype=_DTYPES.get(dtype))
+    model = build(recipe_path, device=device, dtype=from_safetensors(dtype))
     if weights.is_file():
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))
     return model
-
-
-_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}

@@ -3,15 +3,24 @@
 A component config is a pydantic model with ``type: Literal["name"] = "name"`` and forbidden extra keys.
 Its fields become the keyword arguments of the component's factory. A field annotated with
 ``Spec("ffn")`` holds a nested component spec (``{type: swiglu, hidden: 1024}``): it is validated
-against that kind's registry and the factory receives a zero-argument callable that builds it.
+against that kind's registry and the factory receives a callable that builds it: ``build()`` at the
+component's own width, ``build(width)`` at another (a norm over one head's ``head_dim``).
+
+A config owns everything said about its component: its fields (the recipe keys), ``check(ctx)`` (the rules
+that need the model around it), ``cost(ctx)`` (its parameters, work, cache and activations, see
+``zoo.cost``), ``arguments()`` (how fields become the factory's keywords) and ``examples`` (the options
+the contract tests of ``zoo.testing`` build it with).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from .cost import Cost
 
 
 class ComponentConfig(BaseModel):
@@ -22,9 +31,21 @@ class ComponentConfig(BaseModel):
     requires_causal: ClassVar[bool] = False
     """True for components that only work in a causal (decoder) stack."""
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
+    """Options (besides ``type``) that ``zoo.testing`` builds this component with, each a contract case.
+    A config with required fields must list values for them; add one per option that changes ``forward``."""
+
     def check(self, ctx: BuildContext) -> list[str]:
         """Rules that need the model around the component (``d_model``, heads, ...): messages, or []."""
         return []
+
+    def cost(self, ctx: BuildContext) -> Cost | None:
+        """What the component costs at ``ctx`` (see ``zoo.cost``); None: not declared (summaries say so)."""
+        return None
+
+    def arguments(self) -> dict[str, Any]:
+        """The factory's keyword arguments: every field but ``type``. Override to translate a field."""
+        return {name: getattr(self, name) for name in type(self).model_fields if name != "type"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,8 @@ class BuildContext:
     patch_size: int = 0
     num_channels: int = 3
     pad_token_id: int | None = None
+    init_std: float = 0.02
+    """Std of the recipe's normal init, for components whose ``reset_parameters`` follows it."""
 
     def as_kwargs(self, names: frozenset[str]) -> dict[str, Any]:
         fields = self.__dataclass_fields__

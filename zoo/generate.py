@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from zoo.errors import TrainError
+from zoo.recipe import position_limit, positions_fit
 
 
 @dataclass
@@ -119,15 +120,15 @@ def _is_encoder_decoder(model: nn.Module) -> bool:
 def _position_limit(model: nn.Module) -> int | None:
     """How many positions the model's positional encoding has rows for (None: unbounded, e.g. RoPE)."""
     recipe = getattr(model, "recipe", None)
-    return model.max_len if recipe is not None and getattr(recipe.positional, "bounded_by_max_len", False) else None
+    return position_limit(recipe) if recipe is not None else None
 
 
 def _check_length(model: nn.Module, needed: int, what: str) -> None:
-    limit = _position_limit(model)
-    if limit is not None and needed > limit:
+    recipe = getattr(model, "recipe", None)
+    if recipe is not None and positions_fit(recipe, needed) is not None:
         raise TrainError(
-            f"{what} needs {needed} positions, beyond the {model.recipe.positional.type} position table "
-            f"(max_len {limit}): shorten it"
+            f"{what} needs {needed} positions, beyond the {recipe.positional.type} position table "
+            f"(max_len {recipe.max_len}): shorten it"
         )
 
 

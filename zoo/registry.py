@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,13 +31,34 @@ class Component:
 
 
 def _accepted_keywords(factory: Callable[..., Any]) -> frozenset[str]:
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return frozenset()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return frozenset({"**"})
-    return frozenset(p.name for p in params)
+    """The keyword names ``factory`` takes. A class whose ``__init__`` passes ``**options`` on to its base
+    accepts what the base accepts (a plugin subclass adds its own options without restating the rest)."""
+    inits = (
+        [c.__dict__["__init__"] for c in factory.__mro__ if "__init__" in c.__dict__]
+        if isinstance(factory, type)
+        else [factory]
+    )
+    names: set[str] = set()
+    for init in inits:
+        try:
+            params = list(inspect.signature(init).parameters.values())
+        except (TypeError, ValueError):
+            return frozenset()
+        names.update(p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self")
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return frozenset(names)
+    return frozenset({"**"})
+
+
+def preset(factory: Callable[..., Any], doc: str, /, **fixed: Any) -> Callable[..., Any]:
+    """``factory`` with some keyword arguments fixed, under a name of its own: one class, several components.
+
+    ``SwiGLU = preset(GatedMLP, "SwiGLU FFN ...", activation="silu")`` builds a ``GatedMLP``; its config need
+    not (and cannot) set ``activation``. ``doc`` is the description listings show.
+    """
+    made = functools.partial(factory, **fixed)
+    made.__doc__ = doc
+    return made
 
 
 def did_you_mean(name: str, choices: list[str]) -> str:

@@ -20,7 +20,6 @@ from zoo.components.attention import (
     MultiQueryAttention,
     attend,
     causal_mask,
-    register_components,
 )
 from zoo.config import BuildContext
 
@@ -373,8 +372,10 @@ class TestAttentionConfigs:
         assert MHAConfig(num_heads=4, head_dim=32).head_dim_for(64) == 32
 
     def test_exact_error_messages(self):
-        with pytest.raises(pydantic.ValidationError, match=r"num_heads \(12\) must be divisible by num_kv_heads \(5\)"):
-            GQAConfig(num_heads=12, num_kv_heads=5)
+        # Divisibility is a rule of the model around the config (check), so validation reports it with the rest.
+        assert GQAConfig(num_heads=12, num_kv_heads=5).check(BuildContext(d_model=120)) == [
+            "num_heads (12) must be divisible by num_kv_heads (5)"
+        ]
         with pytest.raises(pydantic.ValidationError, match=r"top_k \(3\) must be <= num_experts \(2\)"):
             MoAConfig(num_experts=2, top_k=3)
         with pytest.raises(pydantic.ValidationError, match="Extra inputs are not permitted"):
@@ -391,23 +392,6 @@ class TestAttentionConfigs:
         assert MoAConfig(num_experts=4, top_k=3).check(ctx) == [
             "d_model (100) must be divisible by top_k (3), or set head_dim"
         ]
-
-    def test_config_fields_are_constructor_keywords(self):
-        built = {}
-        register_components(register=lambda kind, name, factory, config: built.update({name: (kind, factory, config)}))
-        assert set(built) == {"mha", "gqa", "mqa", "moa"}
-        examples = {
-            "mha": {"num_heads": 4},
-            "gqa": {"num_heads": 4, "num_kv_heads": 2},
-            "mqa": {"num_heads": 4},
-        }
-        examples["moa"] = {"num_experts": 4, "top_k": 2}
-        for name, (kind, factory, config) in built.items():
-            assert kind == "attention"
-            fields = config(**examples[name]).model_dump(exclude={"type"})
-            module = factory(E, **fields, causal=True, cross=False)
-            assert module.num_heads == config(**examples[name]).num_heads
-            assert module(torch.randn(1, 3, E)).shape == (1, 3, E)
 
 
 @pytest.mark.slow

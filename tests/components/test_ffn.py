@@ -7,7 +7,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import ValidationError
 
-from zoo.components import ffn
 from zoo.components.ffn import (
     ACTIVATIONS,
     MLP,
@@ -23,7 +22,6 @@ from zoo.components.ffn import (
     activation_module,
     gated_hidden,
 )
-from zoo.registry import Registry
 
 FORMULAS = {
     "relu": F.relu,
@@ -59,7 +57,7 @@ class TestActivations:
         assert activation_module("gelu") is not activation_module("gelu")
 
     def test_unknown_activation_lists_choices(self):
-        with pytest.raises(ValueError, match=r"unknown activation 'swish'; choose one of: relu, gelu, gelu_tanh, silu"):
+        with pytest.raises(ValueError, match=rf"unknown activation 'swish'; choose one of: {', '.join(ACTIVATIONS)}$"):
             activation_module("swish")
 
 
@@ -158,27 +156,16 @@ class TestFFNConfigs:
         ("reglu", ReGLU, ReGLUConfig),
     ]
 
-    def test_registration(self):
-        calls = []
-        ffn.register_components(register=lambda *args: calls.append(args))
-        assert calls == [("ffn", name, cls, config) for name, cls, config in self.REGISTERED]
-
-    def test_registry_accepts_them(self):
-        registry = Registry()
-        ffn.register_components(register=lambda *a: registry.add(*a, plugin="test"))
-        assert registry.names("ffn") == ["geglu", "mlp", "reglu", "swiglu"]
-        assert registry.get("ffn", "swiglu").description.startswith("SwiGLU FFN")
-
     @pytest.mark.parametrize("name,cls,config", REGISTERED)
     def test_config_fields_are_constructor_keywords(self, name, cls, config):
         keywords = inspect.signature(cls).parameters
-        fields = set(config.model_fields) - {"type"}
-        assert fields <= set(keywords)
-        module = cls(8, **config(hidden=12, bias=True, dropout=0.1).model_dump(exclude={"type"}))
+        arguments = config(hidden=12, bias=True, dropout=0.1).arguments()
+        assert set(arguments) <= set(keywords)
+        module = cls(8, **arguments)
         assert module.up_proj.out_features == 12
 
     def test_unknown_activation_lists_choices(self):
-        with pytest.raises(ValidationError, match=r"Input should be 'relu', 'gelu', 'gelu_tanh' or 'silu'"):
+        with pytest.raises(ValidationError, match=r"activation\n  Input should be 'relu', "):
             MLPConfig(activation="swish")
 
     def test_extra_key_forbidden(self):
@@ -218,7 +205,8 @@ class TestFFNConfigs:
 
 def test_geglu_tanh_approximation_is_the_tanh_gelu():
     torch.manual_seed(0)
-    exact, approx = GeGLU(8, hidden=16), GeGLU(8, hidden=16, approximate="tanh")
+    exact = GeGLU(8, **GeGLUConfig(hidden=16).arguments())
+    approx = GeGLU(8, **GeGLUConfig(hidden=16, approximate="tanh").arguments())
     approx.load_state_dict(exact.state_dict())
     x = torch.randn(2, 3, 8)
     gate = torch.nn.functional.gelu(exact.gate_proj(x), approximate="tanh")

@@ -9,8 +9,10 @@ Everything here computes and returns data; nothing prints. ``zoo summary`` and `
 
 from __future__ import annotations
 
+from zoo.cost import Cost
+
 from .flops import FlopEstimate, flop_estimate
-from .formulas import Cost, component_cost, formula
+from .folding import LayerRow, fold_layer_rows, layer_of
 from .layers import LayerTable, example_inputs, layer_table
 from .memory import MemoryEstimate, memory_estimate
 from .params import (
@@ -22,7 +24,7 @@ from .params import (
     compare_counts,
     parameter_breakdown,
 )
-from .plan import Part, model_plan
+from .parts import Part, model_parts
 from .summary import ModelSummary, summarize
 from .tree import TreeNode, component_tree
 
@@ -30,6 +32,7 @@ __all__ = [
     "KIND_ORDER",
     "Cost",
     "FlopEstimate",
+    "LayerRow",
     "LayerTable",
     "MemoryEstimate",
     "Mismatch",
@@ -40,14 +43,14 @@ __all__ = [
     "TreeNode",
     "analytic_parameters",
     "compare_counts",
-    "component_cost",
     "component_tree",
     "example_inputs",
     "flop_estimate",
-    "formula",
+    "fold_layer_rows",
+    "layer_of",
     "layer_table",
     "memory_estimate",
-    "model_plan",
+    "model_parts",
     "parameter_breakdown",
     "summarize",
 ]

@@ -1,4 +1,4 @@
-"""Floating-point operations of a forward pass and of a training step, from the recipe's formulas.
+"""Floating-point operations of a forward pass and of a training step, from the components' declared costs.
 
 Per token, a forward pass costs
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .plan import Part
+from .parts import Part
 
 __all__ = ["TRAIN_FACTOR", "FlopEstimate", "flop_estimate"]
 
@@ -51,6 +51,10 @@ class FlopEstimate:
         return self.batch * self.forward_per_sequence
 
     @property
+    def train_per_sequence(self) -> int:
+        return TRAIN_FACTOR * self.forward_per_sequence
+
+    @property
     def train_per_batch(self) -> int:
         return TRAIN_FACTOR * self.forward_per_batch
 
@@ -63,6 +67,7 @@ class FlopEstimate:
             "matmul_per_token": self.matmul_per_token,
             "attention_per_token": self.attention_per_token,
             "forward_per_sequence": self.forward_per_sequence,
+            "train_per_sequence": self.train_per_sequence,
             "forward_per_batch": self.forward_per_batch,
             "train_per_batch": self.train_per_batch,
         }

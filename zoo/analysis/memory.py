@@ -1,4 +1,4 @@
-"""Memory a model needs: weights, optimizer state, KV cache and activations, from the recipe's formulas."""
+"""Memory a model needs: weights, optimizer state, KV cache and activations, from the components' declared costs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .plan import Part
+from .parts import Part
 
 __all__ = [
     "ACTIVATION_FORMULA",
@@ -16,7 +16,9 @@ __all__ = [
     "memory_estimate",
 ]
 
-WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp8": 1}
+from zoo.dtypes import bytes_per_element  # noqa: E402 (the one dtype table)
+
+WEIGHT_BYTES = {name: bytes_per_element(name) for name in ("fp32", "bf16", "fp8")}
 KV_BYTES = 2  # bf16 cache
 ACTIVATION_BYTES = 2  # bf16 activations
 
@@ -53,6 +55,8 @@ class MemoryEstimate:
     """``batch`` sequences of ``seq_len`` tokens."""
     cross_kv_bytes_per_source_token: int | None
     activation_bytes: int
+    state_bytes_per_sequence: int | None = None
+    """Fixed-size decoding state (recurrent mixers) of one sequence, whatever its length; None if there is none."""
 
     @property
     def weights(self) -> dict[str, int]:
@@ -80,6 +84,7 @@ class MemoryEstimate:
                 "max_len": self.max_len,
                 "bytes_for_batch": self.kv_bytes_for_batch,
                 "cross_bytes_per_source_token": self.cross_kv_bytes_per_source_token,
+                "state_bytes_per_sequence": self.state_bytes_per_sequence,
                 "formula": KV_CACHE_FORMULA,
             },
             "activations": {
@@ -104,6 +109,7 @@ def memory_estimate(
         return sum(2 * p.cost.kv_width * KV_BYTES * min(length, p.cost.window or length) for p in cached)
 
     cross = [2 * p.cost.kv_width * KV_BYTES for p in plan if p.cross]
+    state = sum(p.cost.state * KV_BYTES for p in cached)
     acts_per_token = sum(p.cost.acts for p in plan if not p.cost.per_sequence)
     return MemoryEstimate(
         parameters=parameters,
@@ -115,4 +121,5 @@ def memory_estimate(
         kv_bytes_for_batch=None if not cached else batch * kv_bytes(seq_len),
         cross_kv_bytes_per_source_token=sum(cross) if cross else None,
         activation_bytes=ACTIVATION_BYTES * batch * seq_len * acts_per_token,
+        state_bytes_per_sequence=state or None,
     )

@@ -1,4 +1,4 @@
-"""Parameter counts two ways: counted on a built model, and computed from the recipe's formulas.
+"""Parameter counts two ways: counted on a built model, and declared by its components' configs (``cost``).
 
 Both are broken down by component kind and by layer, so that where they disagree is visible. A tied
 parameter (an LM head sharing the token table) is one tensor and is counted once, under the component that
@@ -7,14 +7,17 @@ holds it first (the embedding); ``ParameterCount.tied`` lists where it appears a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from torch import nn
 
 from zoo.recipe import Recipe
 
-from .plan import Part, layer_of, model_plan
+from .folding import layer_of
+from .parts import Part, model_parts
 
 __all__ = [
     "KIND_ORDER",
@@ -55,7 +58,7 @@ class ParameterCount:
     trainable: int | None = None
     tied: list[TiedParameter] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    """Components without a cost formula: the analytic count leaves them out."""
+    """Components whose config declares no cost: the analytic count leaves them out."""
 
     @property
     def with_duplicates(self) -> int:
@@ -124,9 +127,13 @@ def parameter_breakdown(model: nn.Module) -> ParameterCount:
     return ParameterCount(total, _ordered(by_kind), by_layer, trainable=trainable, tied=tied)
 
 
-def analytic_parameters(recipe: Recipe | Iterable[Part]) -> ParameterCount:
-    """Parameters computed from each component's formula (``zoo.analysis.formulas``), from the recipe alone."""
-    plan = model_plan(recipe) if isinstance(recipe, Recipe) else list(recipe)
+def analytic_parameters(model: nn.Module | str | Path | Mapping[str, Any] | Iterable[Part]) -> ParameterCount:
+    """Parameters as each component's config declares them (``cost``): of a built model, of a recipe (built
+    on the meta device), or of parts from :func:`model_parts`."""
+    if isinstance(model, (nn.Module, str, Path, Mapping, Recipe)):
+        plan = model_parts(model)
+    else:
+        plan = list(model)
     by_kind: dict[str, int] = {}
     by_layer: dict[str, int] = {}
     missing: list[str] = []

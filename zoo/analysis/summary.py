@@ -17,7 +17,7 @@ from .flops import FlopEstimate, flop_estimate
 from .layers import LayerTable, input_family, layer_table
 from .memory import MemoryEstimate, memory_estimate
 from .params import Mismatch, ParameterCount, analytic_parameters, compare_counts, parameter_breakdown
-from .plan import model_plan
+from .parts import model_parts
 
 __all__ = ["ModelSummary", "summarize"]
 
@@ -126,20 +126,24 @@ def summarize(
     if batch < 1:
         raise ZooError(f"batch must be >= 1, got {batch}")
     seq_len = seq_len if seq_len is not None else (recipe.max_len or 1)
-    plan = model_plan(recipe)
+    model = build(recipe, device="meta")  # the module tree, free: its parts declare their costs
+    plan = model_parts(model)
     analytic = analytic_parameters(plan)
     small = analytic.total <= CPU_MAX_PARAMETERS and (
         flop_estimate(plan, seq_len=seq_len, batch=batch).forward_per_batch <= CPU_MAX_FLOPS
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = build(recipe, device="cpu" if small else "meta")
+    if small:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = build(recipe, device="cpu")
     if input_family(model) == "images" and recipe.max_len and seq_len != recipe.max_len:
         notes.append(f"a vision model sees {recipe.max_len} tokens per image (patches + CLS): seq_len is that")
         seq_len = recipe.max_len
     if seq_len < 1:
         raise ZooError(f"seq_len must be >= 1, got {seq_len}")
-    if getattr(recipe.positional, "bounded_by_max_len", False) and seq_len > (recipe.max_len or 0):
+    from zoo.recipe import positions_fit
+
+    if positions_fit(recipe, seq_len) is not None:
         raise ZooError(
             f"seq_len {seq_len} exceeds max_len {recipe.max_len}: {recipe.positional.type} positions "
             "exist only below max_len"

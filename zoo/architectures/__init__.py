@@ -48,16 +48,30 @@ class ArchitectureConfig(ComponentConfig):
     """Recipe fields that must be set."""
     token_input: ClassVar[bool] = True
     """Inputs are token sequences, so ``train.seq_len`` counts positions (vit derives its own)."""
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ()
+    """Tiny recipes of this architecture: ``zoo.testing`` places every component's examples into them."""
 
     def derive(self, data: dict[str, Any]) -> None:
         """Fill recipe fields that follow from others (before validation)."""
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
-        return [
+        errors = [
             (f, f"required by architecture '{recipe.architecture}'")
             for f in self.requires
             if getattr(recipe, f) is None
         ]
+        embeds_tokens = getattr(recipe.embedding, "token_input", True)
+        if embeds_tokens != self.token_input:
+            feeds = "token ids" if self.token_input else "images"
+            errors.append(
+                (
+                    "embedding",
+                    f"embedding '{recipe.embedding.type}' cannot take the {feeds} of '{recipe.architecture}'",
+                )
+            )
+        elif getattr(recipe.head, "tie_embeddings", False) and not embeds_tokens:
+            errors.append(("head.tie_embeddings", "a tied head shares the token table, and this embedding has none"))
+        return errors
 
 
 class DecoderConfig(ArchitectureConfig):
@@ -65,6 +79,19 @@ class DecoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("decoder", True)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {
+            "architecture": "decoder",
+            "d_model": 32,
+            "num_layers": 2,
+            "vocab_size": 61,
+            "max_len": 16,
+            "positional": "rope",
+            "attention": {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "bias": False},
+            "norm": "rmsnorm",
+            "ffn": {"type": "swiglu", "hidden": 32},
+        },
+    )
 
 
 class EncoderConfig(ArchitectureConfig):
@@ -72,12 +99,21 @@ class EncoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "mlm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
-
-    def check_recipe(self, recipe) -> list[tuple[str, str]]:
-        errors = super().check_recipe(recipe)
-        if recipe.head.type == "classification" and recipe.num_classes is None:
-            errors.append(("num_classes", "required by a classification head"))
-        return errors
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {
+            "architecture": "encoder",
+            "d_model": 32,
+            "num_layers": 2,
+            "vocab_size": 61,
+            "max_len": 16,
+            "type_vocab_size": 2,
+            "norm_position": "post",
+            "positional": "learned",
+            "attention": {"type": "mha", "num_heads": 4},
+            "norm": {"type": "layernorm", "eps": 1e-12},
+            "ffn": {"type": "mlp"},
+        },
+    )
 
 
 class EncoderDecoderConfig(ArchitectureConfig):
@@ -85,6 +121,22 @@ class EncoderDecoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False), ("decoder", True)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {
+            "architecture": "encoder-decoder",
+            "d_model": 32,
+            "num_layers": 2,
+            "num_decoder_layers": 1,
+            "vocab_size": 61,
+            "max_len": 16,
+            "pad_token_id": 0,
+            "positional": {"type": "t5_relative", "num_buckets": 8, "max_distance": 16},
+            "attention": {"type": "mha", "num_heads": 4, "bias": False, "scale": 1.0},
+            "norm": "rmsnorm",
+            "ffn": {"type": "mlp", "bias": False, "activation": "relu"},
+            "head": {"type": "lm", "rescale": True},
+        },
+    )
 
 
 class VitConfig(ArchitectureConfig):
@@ -97,6 +149,19 @@ class VitConfig(ArchitectureConfig):
     }
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
     requires: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_classes")
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {
+            "architecture": "vit",
+            "d_model": 32,
+            "num_layers": 2,
+            "image_size": 8,
+            "patch_size": 4,
+            "num_classes": 5,
+            "attention": {"type": "mha", "num_heads": 4},
+            "norm": {"type": "layernorm", "eps": 1e-6},
+            "ffn": {"type": "mlp"},
+        },
+    )
 
     def derive(self, data: dict[str, Any]) -> None:
         # The positional table covers the patches and the CLS token; the recipe need not say so.

@@ -1,9 +1,7 @@
-"""The pieces every architecture shares: the block, the stack, masks, init and the output object."""
+"""The pieces every architecture shares: the stack, masks, the output object (the block: ``zoo.components.block``)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +9,19 @@ import torch
 from torch import nn
 
 from zoo.components.attention import causal_mask
+from zoo.components.block import Block
+
+__all__ = [
+    "Block",
+    "HeadedStack",
+    "ModelCache",
+    "ModelOutput",
+    "TransformerStack",
+    "build_mask",
+    "collect_aux_losses",
+    "head_losses",
+    "tie",
+]
 
 
 @dataclass
@@ -36,64 +47,6 @@ class ModelCache:
     @property
     def nbytes(self) -> int:
         return sum(getattr(c, "nbytes", 0) for c in [*self.layers, *self.cross])
-
-
-class Block(nn.Module):
-    """One Transformer block: self-attention, optional cross-attention, feed-forward, each residual.
-
-    Pre-norm (GPT-2, Llama, ViT, T5): ``x + f(norm(x))``. Post-norm (original Transformer, BERT):
-    ``norm(x + f(x))``.
-    """
-
-    def __init__(
-        self,
-        *,
-        attention: nn.Module,
-        ffn: nn.Module,
-        norm: Callable[[], nn.Module],
-        cross_attention: nn.Module | None = None,
-        norm_position: str = "pre",
-        dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.pre_norm = norm_position == "pre"
-        self.attention_norm = norm()
-        self.attention = attention
-        self.cross_attention_norm = norm() if cross_attention is not None else None
-        self.cross_attention = cross_attention
-        self.ffn_norm = norm()
-        self.ffn = ffn
-        self.dropout = nn.Dropout(dropout)
-
-    def _residual(self, x: torch.Tensor, norm: nn.Module, f: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        if self.pre_norm:
-            return x + self.dropout(f(norm(x)))
-        return norm(x + self.dropout(f(x)))
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        *,
-        mask: torch.Tensor | None = None,
-        positions: torch.Tensor | None = None,
-        pos: nn.Module | None = None,
-        cache: Any = None,
-        context: torch.Tensor | None = None,
-        context_mask: torch.Tensor | None = None,
-        cross_cache: Any = None,
-    ) -> torch.Tensor:
-        x = self._residual(
-            x,
-            self.attention_norm,
-            lambda h: self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache),
-        )
-        if self.cross_attention is not None:
-            x = self._residual(
-                x,
-                self.cross_attention_norm,
-                lambda h: self.cross_attention(h, context=context, mask=context_mask, cache=cross_cache),
-            )
-        return self._residual(x, self.ffn_norm, self.ffn)
 
 
 class TransformerStack(nn.Module):
@@ -187,26 +140,6 @@ def build_mask(
     key_len = key_padding.shape[-1]
     pad = key_padding.to(device=device, dtype=torch.bool)[:, None, None, :]  # (N, 1, 1, S)
     return pad & causal_mask(query_len, key_len, device) if causal else pad  # (N, 1, L, S)
-
-
-@torch.no_grad()
-def init_weights(model: nn.Module, *, std: float, num_layers: int) -> None:
-    """Normal(0, std) for linear, conv and embedding weights, zero biases; norms keep their ones.
-
-    Residual output projections (``o_proj``, ``down_proj``) get std / sqrt(2 * num_layers), as in
-    GPT-2, so the residual stream's variance does not grow with depth.
-    """
-    residual_std = std / math.sqrt(2 * num_layers)
-    for name, module in model.named_modules():
-        if isinstance(module, (nn.Linear, nn.Conv2d, nn.Embedding)):
-            if module.weight.is_meta:
-                continue
-            leaf = name.rsplit(".", 1)[-1]
-            nn.init.normal_(module.weight, 0.0, residual_std if leaf in ("o_proj", "down_proj") else std)
-            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-                module.weight[module.padding_idx].zero_()
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
 
 
 def collect_aux_losses(model: nn.Module) -> list[nn.Module]:

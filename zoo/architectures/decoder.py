@@ -39,7 +39,8 @@ class DecoderModel(HeadedStack):
             positions = positions_for(L, offset, input_ids.device)
         mask = build_mask(L, attention_mask, causal=True, device=input_ids.device)
         h = self.run(self.embedding(input_ids), positions=positions, mask=mask, caches=cache.layers if cache else None)
-        logits = self.head(h)  # (N, L, V)
+        real = attention_mask[:, -L:] if attention_mask is not None else None  # (N, L): this call's tokens
+        logits = self.head(h, mask=real)  # (N, L, V), or (N, C) for a pooling head
         loss, aux = head_losses(
             self.head, logits[:, :-1], labels[:, 1:] if labels is not None else None, self._aux_modules
         )

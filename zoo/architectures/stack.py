@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from .blocks import Block
+from zoo.components.block import Block
 
 if TYPE_CHECKING:
     from zoo.config import BuildContext, ComponentConfig
@@ -36,11 +36,11 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
                 ffn=make("ffn", parts["ffn"], ctx),
                 norm=lambda parts=parts, ctx=ctx: make("norm", parts["norm"], ctx),
                 cross_attention=make("attention", parts["attention"], cross_ctx) if cross else None,
-                norm_position=recipe.norm_position,
                 dropout=recipe.dropout,
+                **recipe.block.arguments(),
             )
         )
-    pre = recipe.norm_position == "pre"
+    pre = recipe.block.pre_norm
     embed_norm = recipe.embed_norm if recipe.embed_norm is not None else not pre
     final_norm = recipe.final_norm if recipe.final_norm is not None else pre
     ctx = recipe.context(causal=causal, stack=stack)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from zoo.dtypes import DTYPE_CHOICES
 from zoo.errors import ZooError
 
 RECIPE_HELP = "A recipe file (YAML or JSON) or the name of a named recipe (see `zoo recipes`)."
@@ -21,10 +22,8 @@ class Device(str, Enum):
     meta = "meta"
 
 
-class Dtype(str, Enum):
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
+Dtype = Enum("Dtype", {name: name for name in DTYPE_CHOICES}, type=str)
+"""The ``--dtype`` choices: the dtypes of ``zoo.dtypes``' table that a model is built in."""
 
 
 def load_with_overrides(recipe: str, assignments: list[str] | None) -> Any:

@@ -11,15 +11,11 @@ from typing import Annotated
 
 import typer
 
+from .build import Dtype
+
 
 class ExportFormat(str, Enum):
     hf = "hf"
-
-
-class Dtype(str, Enum):
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
 
 
 def import_(

@@ -93,34 +93,25 @@ def _check(counted: int, analytic: int) -> str:
 
 def _layers(s: Any) -> Any:
     """Per-layer rows, runs of identical blocks folded into one (``blocks.0-11 x12``, figures per block)."""
-    from zoo.analysis.plan import layer_of
+    from zoo.analysis.folding import fold_layer_rows
 
     from .render import count, share, table
 
-    rows = list(s.analytic.by_layer) + [r for r in s.counted.by_layer if r not in s.analytic.by_layer]
-    folded: list[list[Any]] = []  # [first, last, n, counted, analytic]
-    for row in rows:
-        counted, analytic = s.counted.by_layer.get(row, 0), s.analytic.by_layer.get(row, 0)
-        last = folded[-1] if folded else None
-        block = layer_of(row) == row and ".blocks." in f".{row}"
-        if (
-            last is not None
-            and block
-            and last[0].rsplit(".", 1)[0] == row.rsplit(".", 1)[0]
-            and (last[3], last[4]) == (counted, analytic)
-        ):
-            last[1], last[2] = row, last[2] + 1
-        else:
-            folded.append([row, row, 1, counted, analytic])
+    rows = fold_layer_rows(s.counted.by_layer, s.analytic.by_layer)
     t = table(
         "Parameters by layer", "layer", "counted", "formulas", "share", "", right=("counted", "formulas", "share")
     )
-    if any(n > 1 for *_, n, _, _ in folded):
+    if any(r.repeat > 1 for r in rows):
         t.caption = "×n: the counts of one block, the share of all n"
         t.caption_justify = "left"
-    for first, last, n, counted, analytic in folded:
-        name = first if n == 1 else f"{first}-{last.rsplit('.', 1)[1]} ×{n}"
-        t.add_row(name, count(counted), count(analytic), share(n * counted, s.counted.total), _check(counted, analytic))
+    for r in rows:
+        t.add_row(
+            r.label,
+            count(r.counted),
+            count(r.analytic),
+            share(r.counted_total, s.counted.total),
+            _check(r.counted, r.analytic),
+        )
     return t
 
 
@@ -135,20 +126,17 @@ def _experts(s: Any) -> str:
 
 
 def _flops(s: Any) -> Any:
+    from zoo.analysis.flops import TRAIN_FACTOR
+
     from .render import short, table
 
     f = s.flops
-    t = table(
-        f"FLOPs at seq_len {f.seq_len}, batch {f.batch}",
-        "",
-        "forward",
-        "training step (3x)",
-        right=("forward", "training step (3x)"),
-    )
+    train = f"training step ({TRAIN_FACTOR}x)"
+    t = table(f"FLOPs at seq_len {f.seq_len}, batch {f.batch}", "", "forward", train, right=("forward", train))
     t.add_row("per token", short(f.forward_per_token, "FLOP"), short(f.train_per_token, "FLOP"))
     t.add_row("  of which weights (2 per weight used)", short(f.matmul_per_token, "FLOP"), "")
     t.add_row("  of which attention (2·2·L·H·D per layer)", short(f.attention_per_token, "FLOP"), "")
-    t.add_row("per sequence", short(f.forward_per_sequence, "FLOP"), short(3 * f.forward_per_sequence, "FLOP"))
+    t.add_row("per sequence", short(f.forward_per_sequence, "FLOP"), short(f.train_per_sequence, "FLOP"))
     t.add_row("per batch", short(f.forward_per_batch, "FLOP"), short(f.train_per_batch, "FLOP"))
     return t
 

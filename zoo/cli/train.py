@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,10 +22,6 @@ class TrainDevice(str, Enum):
     cuda = "cuda"
 
 
-def _is_main_process() -> bool:
-    return os.environ.get("RANK", "0") == "0"
-
-
 def train(
     recipe: Annotated[str, typer.Argument(help=RECIPE_HELP)],
     data: Annotated[Path | None, typer.Option("--data", help=DATA_HELP)] = None,
@@ -41,9 +36,10 @@ def train(
 ) -> None:
     """Train a recipe's model with its `train:` section; under torchrun, on every process (DDP or FSDP2)."""
     from zoo.train import train as run_training
+    from zoo.train.distributed import is_main_process
 
     resolved = load_with_overrides(recipe, set_)
-    show = _TrainView(summary=summary and _is_main_process())
+    show = _TrainView(summary=summary and is_main_process())
     try:
         run_training(resolved, data=data, out=out, device=device.value, resume=resume, callback=show)
     finally:
@@ -83,9 +79,9 @@ class _TrainView:
 
         d = event.data
         show = self._console()
-        self.generates = d["objective"] in ("causal_lm", "seq2seq")
+        self.generates = d["generates"]
         if self.summary:
-            _print_summary(show, d["recipe"], d.get("tokens_per_step", 0) // max(1, d["examples_per_step"]))
+            _print_summary(show, d["recipe"], d["seq_len"])
         per_step = f"{d['examples_per_step']:,} examples" + (
             f" ({d['tokens_per_step']:,} tokens)" if "tokens_per_step" in d else ""
         )
@@ -110,7 +106,7 @@ class _TrainView:
         from .render import short
 
         d = event.data
-        speed = next((f"{short(v)} {k.split('_')[0]}/s" for k, v in d.items() if k.endswith("_per_s") and v), "")
+        speed = f"{short(d['per_s'])} {d['unit']}/s" if d["per_s"] else ""
         figures = f"loss {d['loss']:.4f}  lr {d['lr']:.2e}  {speed}"
         self.progress.update(self.task, completed=event.step, figures=figures, eta=_duration(d["eta_s"]))
 
@@ -147,7 +143,7 @@ class _TrainView:
             self.progress = None
 
 
-def _print_summary(show: Any, recipe: Any, seq_len: int) -> None:
+def _print_summary(show: Any, recipe: Any, seq_len: int | None) -> None:
     """The parameter breakdown and FLOPs that ``zoo summary`` prints (no torchinfo table, no memory notes)."""
     from rich.markup import escape
 
@@ -155,7 +151,7 @@ def _print_summary(show: Any, recipe: Any, seq_len: int) -> None:
 
     from .inspect import _flops, _kinds, _layers
 
-    s = summarize(recipe, seq_len=seq_len or None, torchinfo=False)
+    s = summarize(recipe, seq_len=seq_len, torchinfo=False)
     show.print(f"[bold]{escape(recipe.name)}[/bold]: {recipe.architecture}, {s.counted.total:,} parameters")
     show.print(_kinds(s))
     show.print(_layers(s))
@@ -212,7 +208,7 @@ def generate(
         use_cache=not no_cache,
     )
     show = console()
-    arrow = " -> " if run.info.get("objective") == "seq2seq" else ""  # a target, not a continuation
+    arrow = " -> " if run.maps_source_to_target else ""  # a target, not a continuation
     for p, text in zip(prompt, texts, strict=True):
         show.print(f"[dim]{escape(p)}{arrow}[/dim][bold]{escape(text)}[/bold]")
     if stats:

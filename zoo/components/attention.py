@@ -15,7 +15,7 @@ D head_dim, X num_experts, K top_k.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +24,10 @@ from torch import nn
 
 from zoo.cache import CrossKVCache, KVCache
 from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.init import residual_output
+from zoo.registry import preset
 
 __all__ = [
     "attend",
@@ -55,6 +58,7 @@ def attend(
     bias: torch.Tensor | None = None,
     causal: bool = False,
     scale: float | None = None,
+    softcap: float | None = None,
     dropout_p: float = 0.0,
 ) -> torch.Tensor:
     """Scaled dot-product attention of ``q`` over ``k``/``v``; the one kernel every variant uses.
@@ -68,6 +72,8 @@ def attend(
         bias: float score bias broadcastable to ``(N, H, L, S)`` (ALiBi, T5 buckets), added before softmax.
         causal: with no ``mask``, query ``i`` sees keys up to ``S - L + i`` (so cached decoding works).
         scale: score scale; None means ``1 / sqrt(D)``.
+        softcap: scores become ``softcap * tanh(scores / softcap)`` before bias and mask (Gemma 2); this
+            path computes the scores explicitly (no fused kernel takes a cap).
         dropout_p: dropout on the attention weights; pass 0.0 outside training.
 
     Returns:
@@ -80,6 +86,8 @@ def attend(
         # SDPA's is_causal aligns the diagonal top-left and takes no bias: spell the mask out instead.
         mask = causal_mask(query_len, key_len, q.device)
     gqa = k.size(1) != q.size(1)
+    if softcap is not None:
+        return _capped_attention(q, k, v, mask=mask, bias=bias, causal=causal, scale=scale, cap=softcap, p=dropout_p)
     if mask is None and bias is None:
         return F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, scale=scale, dropout_p=dropout_p, enable_gqa=gqa
@@ -98,6 +106,28 @@ def attend(
     return out if keep is None else out * keep
 
 
+def _capped_attention(q, k, v, *, mask, bias, causal, scale, cap, p) -> torch.Tensor:
+    """``attend`` with soft-capped scores, written out: (N, Hkv, G, L, S) scores, K/V heads not repeated."""
+    n, h, L, d = q.shape
+    hkv, S = k.size(1), k.size(2)
+    scale = d**-0.5 if scale is None else scale
+    scores = q.view(n, hkv, h // hkv, L, d) @ k.unsqueeze(2).transpose(-2, -1) * scale  # (N, Hkv, G, L, S)
+    scores = (cap * torch.tanh(scores / cap)).view(n, h, L, S)  # (N, H, L, S)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    if causal and mask is None and L > 1:
+        mask = causal_mask(L, S, q.device)
+    keep = None
+    if mask is not None:
+        keep = mask.any(-1, keepdim=True)  # rows that see nothing give zeros, as in attend
+        scores = scores.masked_fill(~(mask | ~keep), float("-inf"))
+    weights = scores.float().softmax(-1).to(q.dtype)
+    if p > 0:
+        weights = F.dropout(weights, p)
+    out = (weights.view(n, hkv, h // hkv, L, S) @ v.unsqueeze(2)).view(n, h, L, v.size(-1))  # (N, H, L, Dv)
+    return out if keep is None else out * keep
+
+
 def _indivisible(d_model: int, heads: int, name: str) -> str:
     return f"d_model ({d_model}) must be divisible by {name} ({heads}), or set head_dim"
 
@@ -111,7 +141,7 @@ def _resolve_head_dim(d_model: int, heads: int, head_dim: int | None, name: str)
 
 
 class _Attention(nn.Module):
-    """What every variant shares: K/V from ``x`` or ``context``, positions, caches."""
+    """What every variant shares: K/V from ``x`` or ``context``, positions, caches, the key-mask seam."""
 
     num_heads: int
     num_kv_heads: int
@@ -119,17 +149,32 @@ class _Attention(nn.Module):
     k_proj: nn.Linear
     v_proj: nn.Linear
 
-    def __init__(self, *, dropout: float, scale: float | None, causal: bool, cross: bool) -> None:
+    def __init__(
+        self, *, dropout: float, scale: float | None, causal: bool, cross: bool, softcap: float | None = None
+    ) -> None:
         super().__init__()
         self.dropout = dropout
         self.scale = scale
+        self.softcap = softcap
         self.cross = cross
         self.causal = causal and not cross  # cross-attention always sees the whole encoder output
+        # Only a subclass that overrides key_mask pays for the index tensors it needs.
+        self.masks_keys = type(self).key_mask is not _Attention.key_mask and not cross
 
     def new_cache(self, batch_size: int, max_len: int) -> KVCache | CrossKVCache:
         """This layer's decoding cache. (Buffers are sized from the first keys, so ``batch_size`` is
         not needed here; it is part of the interface every layer's ``new_cache`` shares.)"""
         return CrossKVCache() if self.cross else KVCache(max_len)
+
+    def key_mask(self, query_index: torch.Tensor, key_index: torch.Tensor) -> torch.Tensor | None:
+        """The keys each query may see beyond padding and causality: ``(L, S)`` bool, True = may attend.
+
+        ``query_index`` (L,) and ``key_index`` (S,) are sequence indices (not positions: left padding does
+        not shift them). The default sees every key. A subclass that overrides this (a sliding window,
+        local/global layers, block-sparse patterns) changes nothing else: causality is still applied
+        on top, and decoding passes the indices of the keys its cache returns.
+        """
+        return None
 
     def _split_kv(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n, s, _ = src.shape
@@ -137,43 +182,63 @@ class _Attention(nn.Module):
         v = self.v_proj(src).view(n, s, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, S, D)
         return k, v
 
-    def _keys_values(self, x, q, *, context, positions, pos, cache):
-        """``(q, k, v, bias)``: q and new keys rotated by ``pos``, K/V cached, the score bias of ``pos``."""
+    def _keys_values(self, x, q, *, context, mask, positions, pos, cache):
+        """``(q, k, v, mask, bias)``: q and new keys rotated by ``pos``, K/V cached, the mask of the keys
+        returned (padding, the key mask, causality) and the score bias of ``pos``."""
         if self.cross:
             if context is None and cache is None:
                 raise ValueError("cross-attention needs `context` (the encoder output)")
             # Encoder K/V carry no positions (as in T5 and BART) and, with a cache, are computed once.
             k, v = self._split_kv(context) if cache is None else cache.get(lambda: self._split_kv(context))
-            return q, k, v, None
+            return q, k, v, mask, None
         k, v = self._split_kv(x)  # (N, Hkv, L, D)
         start = 0 if cache is None else cache.length
         if positions is None:
             positions = torch.arange(start, start + x.size(1), device=x.device)[None]  # (1, L)
-        key_positions = positions
+        key_positions, key_index = positions, None
         if pos is not None:
             q, k = pos.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
         if cache is not None:
-            k, v = cache.update(k, v, positions)  # (N, Hkv, S, D), every key so far
+            k, v = cache.update(k, v, positions)  # (N, Hkv, S, D), every key the cache returns
             key_positions = cache.positions  # (N, S)
+            key_index = cache.index  # (S,) sequence indices, or None: keys 0 .. S-1 in order
+            if key_index is not None and mask is not None:
+                mask = mask.index_select(-1, key_index)  # the model's mask covers every key so far
+        if self.masks_keys:
+            query_index = torch.arange(start, start + x.size(1), device=x.device)
+            if key_index is None:
+                key_index = torch.arange(k.size(2), device=x.device)
+            local = self.key_mask(query_index, key_index)
+            if local is not None:
+                if self.causal:
+                    local = local & (key_index[None, :] <= query_index[:, None])
+                mask = local if mask is None else mask & local
         bias = None if pos is None else pos.score_bias(positions, key_positions)
-        return q, k, v, bias
+        return q, k, v, mask, bias
 
     def _attend(self, q, k, v, mask, bias) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
-        return attend(q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, dropout_p=p)
+        return attend(
+            q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, softcap=self.softcap, dropout_p=p
+        )
 
 
 class GroupedQueryAttention(_Attention):
     """Grouped-query attention: H query heads share Hkv key/value heads (H = Hkv is MHA, Hkv = 1 MQA).
+
+    The one softmax attention of zoo; every option defaults to the identity, so each family switches on
+    only what it needs: biases per projection (Qwen2: q/k/v but not o), a score soft-cap (Gemma 2), a
+    score scale (T5: 1.0), and through :meth:`key_mask` any pattern of visible keys (a subclass).
 
     Args:
         d_model: width E of the input and output.
         num_heads: query heads H.
         num_kv_heads: key/value heads Hkv, dividing ``num_heads``; None means ``num_heads``.
         head_dim: features per head D; None means ``d_model // num_heads``.
-        bias: learn biases in the four projections.
+        bias: learn biases in the four projections; ``q_bias`` ... ``o_bias`` override it per projection.
         dropout: dropout on the attention weights, in training only.
         scale: score scale; None means ``1 / sqrt(head_dim)``.
+        softcap: scores become ``softcap * tanh(scores / softcap)`` before masking; None: no cap.
         causal: self-attention of a decoder: a position sees itself and earlier ones only.
         cross: keys and values come from ``context`` (the encoder output) instead of ``x``.
 
@@ -190,14 +255,19 @@ class GroupedQueryAttention(_Attention):
         num_kv_heads: int | None = None,
         head_dim: int | None = None,
         bias: bool = True,
+        q_bias: bool | None = None,
+        k_bias: bool | None = None,
+        v_bias: bool | None = None,
+        o_bias: bool | None = None,
         dropout: float = 0.0,
         scale: float | None = None,
+        softcap: float | None = None,
         causal: bool = False,
         cross: bool = False,
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__(dropout=dropout, scale=scale, causal=causal, cross=cross)
+        super().__init__(dropout=dropout, scale=scale, causal=causal, cross=cross, softcap=softcap)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
@@ -206,10 +276,14 @@ class GroupedQueryAttention(_Attention):
         self.head_dim = _resolve_head_dim(d_model, num_heads, head_dim, "num_heads")
         factory = {"device": device, "dtype": dtype}
         q_dim, kv_dim = num_heads * self.head_dim, num_kv_heads * self.head_dim
-        self.q_proj = nn.Linear(d_model, q_dim, bias=bias, **factory)
-        self.k_proj = nn.Linear(d_model, kv_dim, bias=bias, **factory)
-        self.v_proj = nn.Linear(d_model, kv_dim, bias=bias, **factory)
-        self.o_proj = nn.Linear(q_dim, d_model, bias=bias, **factory)
+        on = {
+            name: bias if own is None else own
+            for name, own in zip("qkvo", (q_bias, k_bias, v_bias, o_bias), strict=True)
+        }
+        self.q_proj = nn.Linear(d_model, q_dim, bias=on["q"], **factory)
+        self.k_proj = nn.Linear(d_model, kv_dim, bias=on["k"], **factory)
+        self.v_proj = nn.Linear(d_model, kv_dim, bias=on["v"], **factory)
+        self.o_proj = residual_output(nn.Linear(q_dim, d_model, bias=on["o"], **factory))
 
     def forward(
         self,
@@ -219,90 +293,37 @@ class GroupedQueryAttention(_Attention):
         mask: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
         pos: Any = None,
-        cache: KVCache | CrossKVCache | None = None,
+        cache: Any = None,
     ) -> torch.Tensor:
         """``x`` (N, L, E) -> (N, L, E); ``context`` (N, S, E) for cross-attention.
 
-        ``mask`` is boolean (True = may attend), broadcastable to (N, H, L, S); ``positions`` (N|1, L)
-        are absolute positions (default: ``arange`` after the cached ones); ``pos`` is the stack's
-        positional encoding; ``cache`` comes from :meth:`new_cache`.
+        ``mask`` is boolean (True = may attend), broadcastable to (N, H, L, S) over every key so far;
+        ``positions`` (N|1, L) are absolute positions (default: ``arange`` after the cached ones); ``pos``
+        is the stack's positional encoding; ``cache`` comes from :meth:`new_cache`.
         """
         n, L, _ = x.shape
         q = self.q_proj(x).view(n, L, self.num_heads, self.head_dim).transpose(1, 2)  # (N, H, L, D)
-        q, k, v, bias = self._keys_values(x, q, context=context, positions=positions, pos=pos, cache=cache)
+        q, k, v, mask, bias = self._keys_values(
+            x, q, context=context, mask=mask, positions=positions, pos=pos, cache=cache
+        )
         y = self._attend(q, k, v, mask, bias)  # (N, H, L, D)
         y = y.transpose(1, 2).reshape(n, L, self.num_heads * self.head_dim)  # (N, L, H*D)
         return self.o_proj(y)
 
     def extra_repr(self) -> str:
+        extra = f", softcap={self.softcap}" if self.softcap is not None else ""
         return (
             f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
-            f"causal={self.causal}, cross={self.cross}"
+            f"causal={self.causal}, cross={self.cross}{extra}"
         )
 
 
-class MultiHeadAttention(GroupedQueryAttention):
-    """Multi-head attention: every query head has its own key/value head."""
-
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        num_heads: int,
-        head_dim: int | None = None,
-        bias: bool = True,
-        dropout: float = 0.0,
-        scale: float | None = None,
-        causal: bool = False,
-        cross: bool = False,
-        device=None,
-        dtype=None,
-    ) -> None:
-        super().__init__(
-            d_model,
-            num_heads=num_heads,
-            num_kv_heads=num_heads,
-            head_dim=head_dim,
-            bias=bias,
-            dropout=dropout,
-            scale=scale,
-            causal=causal,
-            cross=cross,
-            device=device,
-            dtype=dtype,
-        )
-
-
-class MultiQueryAttention(GroupedQueryAttention):
-    """Multi-query attention: all query heads share one key/value head (the smallest KV cache)."""
-
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        num_heads: int,
-        head_dim: int | None = None,
-        bias: bool = True,
-        dropout: float = 0.0,
-        scale: float | None = None,
-        causal: bool = False,
-        cross: bool = False,
-        device=None,
-        dtype=None,
-    ) -> None:
-        super().__init__(
-            d_model,
-            num_heads=num_heads,
-            num_kv_heads=1,
-            head_dim=head_dim,
-            bias=bias,
-            dropout=dropout,
-            scale=scale,
-            causal=causal,
-            cross=cross,
-            device=device,
-            dtype=dtype,
-        )
+MultiHeadAttention = preset(GroupedQueryAttention, "Multi-head attention: every query head has its own K/V head.")
+MultiQueryAttention = preset(
+    GroupedQueryAttention,
+    "Multi-query attention: all query heads share one K/V head (the smallest KV cache).",
+    num_kv_heads=1,
+)
 
 
 class MixtureOfAttentionHeads(_Attention):
@@ -356,7 +377,7 @@ class MixtureOfAttentionHeads(_Attention):
         self.q_proj = nn.Linear(d_model, experts_dim, bias=bias, **factory)
         self.k_proj = nn.Linear(d_model, self.head_dim, bias=bias, **factory)
         self.v_proj = nn.Linear(d_model, self.head_dim, bias=bias, **factory)
-        self.o_proj = nn.Linear(experts_dim, d_model, bias=bias, **factory)
+        self.o_proj = residual_output(nn.Linear(experts_dim, d_model, bias=bias, **factory))
         self.router = nn.Linear(d_model, num_experts, bias=False, **factory)
 
     def forward(
@@ -377,7 +398,9 @@ class MixtureOfAttentionHeads(_Attention):
         gates = top_logits.softmax(dim=-1)  # renormalised over the chosen experts
         slots = experts.unsqueeze(-1).expand(n, L, K, D)  # which expert's D features each slot uses
         q = self.q_proj(x).view(n, L, X, D).gather(2, slots).transpose(1, 2)  # (N, K, L, D)
-        q, k, v, bias = self._keys_values(x, q, context=context, positions=positions, pos=pos, cache=cache)
+        q, k, v, mask, bias = self._keys_values(
+            x, q, context=context, mask=mask, positions=positions, pos=pos, cache=cache
+        )
         y = self._attend(q, k, v, mask, bias)  # (N, K, L, D)
         y = y.transpose(1, 2) * gates.unsqueeze(-1)  # (N, L, K, D)
         y = y.new_zeros(n, L, X, D).scatter(2, slots, y)  # (N, L, X, D), unchosen experts zero
@@ -403,17 +426,51 @@ class AttentionConfig(ComponentConfig):
     num_heads: int = Field(ge=1, description="Query heads.")
     head_dim: int | None = Field(None, ge=1, description="Features per head; default d_model // num_heads.")
     bias: bool = Field(True, description="Learn biases in the q/k/v/o projections.")
+    q_bias: bool | None = Field(None, description="Bias on the query projection; default `bias`.")
+    k_bias: bool | None = Field(None, description="Bias on the key projection; default `bias`.")
+    v_bias: bool | None = Field(None, description="Bias on the value projection; default `bias`.")
+    o_bias: bool | None = Field(None, description="Bias on the output projection; default `bias` (Qwen2: false).")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
     scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim) (T5: 1.0).")
+    softcap: float | None = Field(None, gt=0, description="Cap scores at ±softcap with tanh (Gemma 2: 50).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_heads": 4},
+        {"num_heads": 4, "head_dim": 6, "bias": False, "q_bias": True, "v_bias": True, "softcap": 5.0},
+    )
 
     def head_dim_for(self, d_model: int) -> int:
         """The head width this config gives in a model of width ``d_model``."""
         return self.head_dim if self.head_dim is not None else d_model // self.num_heads
 
+    num_kv_heads: ClassVar[int]  # each variant says how many K/V heads serve its query heads
+
     def check(self, ctx: BuildContext) -> list[str]:
+        problems = []
+        if self.num_heads % self.num_kv_heads:
+            problems.append(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
         if self.head_dim is None and ctx.d_model % self.num_heads:
-            return [_indivisible(ctx.d_model, self.num_heads, "num_heads")]
-        return []
+            problems.append(_indivisible(ctx.d_model, self.num_heads, "num_heads"))
+        return problems
+
+    def biases(self) -> dict[str, bool]:
+        """Whether each of the q, k, v, o projections has a bias."""
+        own = (self.q_bias, self.k_bias, self.v_bias, self.o_bias)
+        return {name: self.bias if b is None else b for name, b in zip("qkvo", own, strict=True)}
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        # q and o: E·H·D each; k and v: E·Hkv·D each. MHA (Hkv = H, D = E/H) gives the familiar 4E² + 4E.
+        E, H, Hkv, D = ctx.d_model, self.num_heads, self.num_kv_heads, self.head_dim_for(ctx.d_model)
+        weights = 2 * E * H * D + 2 * E * Hkv * D
+        on = self.biases()
+        biases = on["q"] * H * D + (on["k"] + on["v"]) * Hkv * D + on["o"] * E
+        return Cost(
+            params=weights + biases,
+            matmul=weights,
+            score_width=H * D,
+            kv_width=Hkv * D,
+            acts=E + 2 * H * D + 2 * Hkv * D,  # input, q, k, v, attention output
+        )
 
 
 class MHAConfig(AttentionConfig):
@@ -428,11 +485,10 @@ class GQAConfig(AttentionConfig):
     type: Literal["gqa"] = "gqa"
     num_kv_heads: int = Field(ge=1, description="Key/value heads; each serves num_heads // num_kv_heads.")
 
-    @model_validator(mode="after")
-    def _kv_heads_divide_heads(self) -> GQAConfig:
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
-        return self
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_heads": 4, "num_kv_heads": 2},
+        {"num_heads": 4, "num_kv_heads": 1, "head_dim": 6, "bias": False, "o_bias": True, "softcap": 5.0},
+    )
 
 
 class MQAConfig(AttentionConfig):
@@ -452,6 +508,8 @@ class MoAConfig(ComponentConfig):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
     scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim).")
     aux_loss_coef: float = Field(0.01, ge=0.0, description="Weight of the load-balancing loss.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({"num_experts": 4, "top_k": 2},)
 
     @model_validator(mode="after")
     def _top_k_within_experts(self) -> MoAConfig:
@@ -476,6 +534,21 @@ class MoAConfig(ComponentConfig):
         if self.head_dim is None and ctx.d_model % self.top_k:
             return [_indivisible(ctx.d_model, self.top_k, "top_k")]
         return []
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        # X experts of (q: E·D, o: D·E) over one shared K/V head, and an E·X router; a token uses top_k experts.
+        E, X, K, D = ctx.d_model, self.num_experts, self.top_k, self.head_dim_for(ctx.d_model)
+        bias = int(self.bias)
+        params = 2 * E * X * D + 2 * E * D + E * X + bias * (X * D + 2 * D + E)
+        unused = (X - K) * (2 * E * D + bias * D)
+        return Cost(
+            params=params,
+            active=params - unused,
+            matmul=2 * E * X * D + 2 * E * D + E * X,  # q and o projections run dense over all X experts
+            score_width=K * D,
+            kv_width=D,
+            acts=E + X + 2 * X * D + 2 * K * D + 2 * D,
+        )
 
 
 @hookimpl

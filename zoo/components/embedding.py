@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
 from torch import nn
 
 from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 
 
@@ -87,18 +88,34 @@ class PatchEmbedding(nn.Module):
 
 class TokenEmbeddingConfig(ComponentConfig):
     type: Literal["token"] = "token"
+    token_input: ClassVar[bool] = True
+    """It embeds token ids (an architecture that feeds images refuses it)."""
     padding_idx: int | None = Field(None, ge=0, description="Token id whose vector stays zero.")
     scale: bool = Field(False, description="Multiply embeddings by sqrt(d_model).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"padding_idx": 0, "scale": True})
 
     def check(self, ctx: BuildContext) -> list[str]:
         if self.padding_idx is not None and self.padding_idx >= ctx.vocab_size:
             return [f"padding_idx ({self.padding_idx}) must be < vocab_size ({ctx.vocab_size})"]
         return []
 
+    def cost(self, ctx: BuildContext) -> Cost:
+        # V·E token table plus a segment table; a lookup multiplies nothing.
+        return Cost(params=(ctx.vocab_size + ctx.type_vocab_size) * ctx.d_model)
+
 
 class PatchEmbeddingConfig(ComponentConfig):
     type: Literal["patch"] = "patch"
+    token_input: ClassVar[bool] = False
     cls_token: bool = Field(True, description="Prepend a learned [CLS] token.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"cls_token": False})
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        # A Conv2d with kernel = stride = P is one (C·P·P -> E) matmul per patch, plus its bias and the CLS vector.
+        patch, E = ctx.num_channels * ctx.patch_size**2, ctx.d_model
+        return Cost(params=patch * E + E + E * int(self.cls_token), matmul=patch * E, acts=patch)
 
     def check(self, ctx: BuildContext) -> list[str]:
         if not ctx.image_size or not ctx.patch_size:

@@ -14,14 +14,17 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn as nn
 from pydantic import Field
 
-from zoo.config import ComponentConfig
+from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.init import residual_output
+from zoo.registry import preset
 
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 
@@ -80,7 +83,7 @@ class MLP(nn.Module):
         hidden = 4 * d_model if hidden is None else hidden
         self.up_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
         self.act = activation_module(activation)
-        self.down_proj = nn.Linear(hidden, d_model, bias=bias, **factory_kwargs)
+        self.down_proj = residual_output(nn.Linear(hidden, d_model, bias=bias, **factory_kwargs))
         self.dropout = _dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -101,7 +104,7 @@ def gated_hidden(d_model: int, multiple_of: int = 256) -> int:
 class GatedMLP(nn.Module):
     """Gated FFN: down_proj(act(gate_proj(x)) * up_proj(x)) (GLU variants, Shazeer 2020).
 
-    ``SwiGLU``, ``GeGLU`` and ``ReGLU`` are this module with the activation fixed by their name.
+    ``SwiGLU``, ``GeGLU`` and ``ReGLU`` are presets of this module: the activation fixed by their name.
 
     Args:
         d_model: width E of the input and output.
@@ -133,7 +136,7 @@ class GatedMLP(nn.Module):
         self.gate_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
         self.up_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
         self.act = activation_module(activation)
-        self.down_proj = nn.Linear(hidden, d_model, bias=bias, **factory_kwargs)
+        self.down_proj = residual_output(nn.Linear(hidden, d_model, bias=bias, **factory_kwargs))
         self.dropout = _dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -142,86 +145,15 @@ class GatedMLP(nn.Module):
         return self.dropout(self.down_proj(h))  # (N, L, E)
 
 
-class SwiGLU(GatedMLP):
-    """SwiGLU FFN: down_proj(silu(gate_proj(x)) * up_proj(x)) (PaLM, Llama, Mistral)."""
-
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        hidden: int | None = None,
-        multiple_of: int = 256,
-        bias: bool = False,
-        dropout: float = 0.0,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(
-            d_model,
-            hidden=hidden,
-            activation="silu",
-            multiple_of=multiple_of,
-            bias=bias,
-            dropout=dropout,
-            device=device,
-            dtype=dtype,
-        )
-
-
-class GeGLU(GatedMLP):
-    """GeGLU FFN: down_proj(gelu(gate_proj(x)) * up_proj(x)) (Shazeer 2020).
-
-    ``approximate="tanh"`` uses the tanh approximation of GELU, as T5 v1.1 / Flan-T5 ("gated-gelu") do.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        hidden: int | None = None,
-        multiple_of: int = 256,
-        approximate: Literal["none", "tanh"] = "none",
-        bias: bool = False,
-        dropout: float = 0.0,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(
-            d_model,
-            hidden=hidden,
-            activation="gelu" if approximate == "none" else "gelu_tanh",
-            multiple_of=multiple_of,
-            bias=bias,
-            dropout=dropout,
-            device=device,
-            dtype=dtype,
-        )
-
-
-class ReGLU(GatedMLP):
-    """ReGLU FFN: down_proj(relu(gate_proj(x)) * up_proj(x))."""
-
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        hidden: int | None = None,
-        multiple_of: int = 256,
-        bias: bool = False,
-        dropout: float = 0.0,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(
-            d_model,
-            hidden=hidden,
-            activation="relu",
-            multiple_of=multiple_of,
-            bias=bias,
-            dropout=dropout,
-            device=device,
-            dtype=dtype,
-        )
+SwiGLU = preset(
+    GatedMLP, "SwiGLU FFN: down_proj(silu(gate_proj(x)) * up_proj(x)) (PaLM, Llama, Mistral).", activation="silu"
+)
+GeGLU = preset(
+    GatedMLP,
+    "GeGLU FFN: down_proj(gelu(gate_proj(x)) * up_proj(x)) (Shazeer 2020; T5 v1.1 with tanh).",
+    activation="gelu",
+)
+ReGLU = preset(GatedMLP, "ReGLU FFN: down_proj(relu(gate_proj(x)) * up_proj(x)).", activation="relu")
 
 
 class MLPConfig(ComponentConfig):
@@ -233,6 +165,13 @@ class MLPConfig(ComponentConfig):
     bias: bool = Field(True, description="Bias on both projections.")
     dropout: float = Field(0.0, ge=0.0, le=1.0, description="Dropout probability on the output.")
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"hidden": 24, "activation": "relu", "bias": False})
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        E = ctx.d_model
+        H = self.hidden if self.hidden is not None else 4 * E
+        return Cost(params=2 * E * H + ((H + E) if self.bias else 0), matmul=2 * E * H, acts=E + 2 * H)
+
 
 class GatedConfig(ComponentConfig):
     """Fields shared by the gated FFNs; the activation is fixed by the component's name."""
@@ -243,6 +182,14 @@ class GatedConfig(ComponentConfig):
     multiple_of: int = Field(256, ge=1, description="Rounding of the default hidden width.")
     bias: bool = Field(False, description="Bias on the three projections.")
     dropout: float = Field(0.0, ge=0.0, le=1.0, description="Dropout probability on the output.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({"multiple_of": 8}, {"hidden": 20, "bias": True})
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        E = ctx.d_model
+        H = self.hidden if self.hidden is not None else gated_hidden(E, self.multiple_of)
+        # gate, up: E·H each; down: H·E. Saved: input, gate, up, act(gate), their product.
+        return Cost(params=3 * E * H + ((2 * H + E) if self.bias else 0), matmul=3 * E * H, acts=E + 4 * H)
 
 
 class SwiGLUConfig(GatedConfig):
@@ -256,6 +203,13 @@ class GeGLUConfig(GatedConfig):
 
     type: Literal["geglu"] = "geglu"
     approximate: Literal["none", "tanh"] = Field("none", description="Exact GELU, or its tanh approximation (T5 v1.1).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({"multiple_of": 8}, {"hidden": 20, "approximate": "tanh"})
+
+    def arguments(self) -> dict[str, Any]:
+        args = super().arguments()
+        approximate = args.pop("approximate")
+        return {**args, "activation": "gelu" if approximate == "none" else "gelu_tanh"}
 
 
 class ReGLUConfig(GatedConfig):

@@ -6,14 +6,15 @@ Every head has ``forward(h, *, mask=None)`` (``mask``: (N, L) bool, True on real
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
-from zoo.config import ComponentConfig
+from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 
 
@@ -136,17 +137,39 @@ class LMHeadConfig(ComponentConfig):
     bias: bool = Field(False, description="Learn an output bias (not with tied embeddings).")
     rescale: bool = Field(False, description="Multiply hidden states by d_model**-0.5 first (T5).")
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"tie_embeddings": False, "bias": True, "rescale": True})
+
     @model_validator(mode="after")
     def _tied_has_no_bias(self):
         if self.tie_embeddings and self.bias:
             raise ValueError("a tied LM head has no bias: set bias: false or tie_embeddings: false")
         return self
 
+    def check(self, ctx: BuildContext) -> list[str]:
+        return [] if ctx.vocab_size >= 1 else ["an lm head predicts tokens: the recipe needs vocab_size"]
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        # A tied head reuses the token table (counted with the embedding) but still multiplies by it.
+        E, V = ctx.d_model, ctx.vocab_size
+        params = (0 if self.tie_embeddings else V * E) + (V if self.bias else 0)
+        return Cost(params=params, matmul=V * E, acts=E + V)
+
 
 class MaskedLMHeadConfig(ComponentConfig):
     type: Literal["mlm"] = "mlm"
     tie_embeddings: bool = Field(True, description="Share the token embedding matrix as the decoder weight.")
     eps: float = Field(1e-12, gt=0, description="LayerNorm epsilon of the transform.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"tie_embeddings": False})
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        return [] if ctx.vocab_size >= 1 else ["an mlm head predicts tokens: the recipe needs vocab_size"]
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        # dense E·E + E, LayerNorm 2E, decoder V·E (tied or not) with its own V bias.
+        E, V = ctx.d_model, ctx.vocab_size
+        params = E * E + E + 2 * E + (0 if self.tie_embeddings else V * E) + V
+        return Cost(params=params, matmul=E * E + V * E, acts=3 * E + V)
 
 
 class ClassificationHeadConfig(ComponentConfig):
@@ -155,10 +178,26 @@ class ClassificationHeadConfig(ComponentConfig):
     pooler: bool = Field(False, description="Dense + tanh on the pooled vector first (BERT).")
     dropout: float = Field(0.0, ge=0, lt=1, description="Dropout before the classifier.")
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"pool": "mean", "pooler": True})
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        return [] if ctx.num_classes >= 1 else ["a classification head needs num_classes in the recipe"]
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        E, C = ctx.d_model, ctx.num_classes
+        pooler = (E * E + E) if self.pooler else 0
+        return Cost(params=pooler + E * C + C, matmul=(E * E if self.pooler else 0) + E * C, per_sequence=True)
+
 
 class PoolerConfig(ComponentConfig):
     type: Literal["pooler"] = "pooler"
     pool: Literal["cls", "mean"] = Field("cls", description="[CLS] vector or mask-aware mean of the sequence.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"pool": "mean"})
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        E = ctx.d_model
+        return Cost(params=E * E + E, matmul=E * E, per_sequence=True)
 
 
 @hookimpl

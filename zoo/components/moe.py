@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 
-from zoo.config import ComponentConfig, Spec
+from zoo.config import BuildContext, ComponentConfig, Spec
+from zoo.cost import Cost, nested_cost
 from zoo.hookspecs import hookimpl
 
 
@@ -156,10 +157,29 @@ class MoEConfig(ComponentConfig):
     )
     aux_loss_coef: float = Field(0.01, ge=0.0, description="Coefficient of the load-balancing loss.")
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_experts": 4, "top_k": 2, "expert": {"type": "swiglu", "hidden": 16}},
+        {"num_experts": 3, "top_k": 1, "expert": {"type": "mlp", "hidden": 8}, "shared_expert": {"type": "mlp"}},
+    )
+
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoEConfig:
         check_top_k(self.top_k, self.num_experts)
         return self
+
+    def cost(self, ctx: BuildContext) -> Cost | None:
+        E, X, K = ctx.d_model, self.num_experts, self.top_k
+        expert = nested_cost("ffn", self.expert, ctx)
+        shared = nested_cost("ffn", self.shared_expert, ctx) if self.shared_expert is not None else Cost(params=0)
+        if expert is None or shared is None:
+            return None
+        router = E * X
+        return Cost(
+            params=router + X * expert.params + shared.params,
+            active=router + K * expert.active_params + shared.active_params,
+            matmul=router + K * expert.matmul + shared.matmul,
+            acts=E + X + K * expert.acts + shared.acts,
+        )
 
 
 @hookimpl

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from zoo.config import ComponentConfig
+from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 
 
@@ -58,11 +59,23 @@ class LayerNormConfig(ComponentConfig):
     bias: bool = Field(True, description="Learn a shift (beta) as well as a scale.")
     affine: bool = Field(True, description="Learn any scale/shift at all.")
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"bias": False}, {"affine": False})
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        # Scale and shift: 2E; E without the shift (bias: false); nothing when not affine.
+        per_feature = (2 if self.bias else 1) if self.affine else 0
+        return Cost(params=per_feature * ctx.d_model, acts=ctx.d_model)
+
 
 class RMSNormConfig(ComponentConfig):
     type: Literal["rmsnorm"] = "rmsnorm"
     eps: float = Field(1e-6, gt=0, description="Added to the mean square for numerical stability.")
     affine: bool = Field(True, description="Learn a per-feature scale.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"affine": False})
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        return Cost(params=ctx.d_model if self.affine else 0, acts=ctx.d_model)
 
 
 @hookimpl

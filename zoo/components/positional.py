@@ -18,13 +18,14 @@ the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common `
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field, model_validator
 from torch import nn
 
 from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 
 
@@ -131,16 +132,20 @@ class SinusoidalEncoding(PositionalEncoding):
 
 
 class LearnedEncoding(PositionalEncoding):
-    """A learned vector per absolute position added to the input (GPT-2, BERT); ``max_len`` rows, no more."""
+    """A learned vector per absolute position added to the input (GPT-2, BERT); ``max_len`` rows, no more.
 
-    def __init__(self, d_model: int, *, max_len: int, device=None, dtype=None) -> None:
+    Rows are drawn from N(0, init_std), the recipe's init (GPT-2 and BERT: 0.02); nn.Embedding's N(0, 1)
+    would drown the tokens.
+    """
+
+    def __init__(self, d_model: int, *, max_len: int, init_std: float = 0.02, device=None, dtype=None) -> None:
         super().__init__()
+        self.init_std = init_std
         self.embedding = nn.Embedding(max_len, d_model, device=device, dtype=dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        # GPT-2 and BERT draw position vectors with std 0.02; nn.Embedding's N(0, 1) would drown the tokens.
-        nn.init.normal_(self.embedding.weight, std=0.02)
+        nn.init.normal_(self.embedding.weight, std=self.init_std)
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return x + self.embedding(positions)  # (N, L, E)
@@ -354,6 +359,11 @@ class PositionalConfig(ComponentConfig):
     bounded_by_max_len: ClassVar[bool] = False
     """True when the encoding has rows for positions below ``max_len`` only: longer sequences are refused."""
 
+    def cost(self, ctx: BuildContext) -> Cost:
+        """No parameters (computed from positions; sinusoidal tables are non-persistent buffers) unless a
+        subclass says otherwise."""
+        return Cost(params=0)
+
 
 class NoPositionalConfig(PositionalConfig):
     type: Literal["none"] = "none"
@@ -365,6 +375,8 @@ class SinusoidalConfig(PositionalConfig):
 
     type: Literal["sinusoidal"] = "sinusoidal"
     base: float = Field(10000.0, gt=1, description="Wavelength scale: pair i has wavelength 2π·base^(2i/E).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"base": 100.0})
 
     def check(self, ctx: BuildContext) -> list[str]:
         problems = []
@@ -382,6 +394,9 @@ class LearnedConfig(PositionalConfig):
 
     def check(self, ctx: BuildContext) -> list[str]:
         return [] if ctx.max_len >= 1 else [f"learned positional encoding needs max_len >= 1, got {ctx.max_len}"]
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        return Cost(params=ctx.max_len * ctx.d_model)
 
 
 class RopeConfig(PositionalConfig):
@@ -402,6 +417,12 @@ class RopeConfig(PositionalConfig):
     low_freq_factor: float = Field(1.0, gt=0, description="llama3: longer wavelengths are scaled.")
     high_freq_factor: float = Field(4.0, gt=0, description="llama3: shorter wavelengths are kept.")
     original_max_len: int = Field(8192, ge=1, description="The context length the speeds were trained for.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"theta": 500000.0, "rotary_fraction": 0.5, "interleaved": True},
+        {"scaling": "llama3", "scaling_factor": 8.0, "original_max_len": 4},
+    )
 
     @model_validator(mode="after")
     def _scaling_is_consistent(self):
@@ -425,9 +446,14 @@ class T5RelativeConfig(PositionalConfig):
     num_buckets: int = Field(32, ge=2, description="Buckets of relative position (split in two if bidirectional).")
     max_distance: int = Field(128, ge=2, description="Distances from here on share the last bucket.")
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"num_buckets": 8, "max_distance": 6})
+
     def check(self, ctx: BuildContext) -> list[str]:
         problem = t5_bucket_problem(self.num_buckets, self.max_distance, ctx.causal)
         return [problem] if problem else []
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        return Cost(params=self.num_buckets * ctx.num_heads)
 
 
 @hookimpl

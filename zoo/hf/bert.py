@@ -140,7 +140,7 @@ def _fits_head(recipe) -> str | None:
 
 REQUIREMENTS = {
     "architecture": "encoder",
-    "norm_position": "post",
+    "block.norm_position": "post",
     "embed_norm": (None, True),
     "final_norm": (None, False),
     "type_vocab_size": lambda r: None if r.type_vocab_size >= 1 else "type_vocab_size is 0, needs >= 1",

@@ -84,7 +84,7 @@ OPTIONS = (
 
 REQUIREMENTS = {
     "architecture": "decoder",
-    "norm_position": "pre",
+    "block.norm_position": "pre",
     "embed_norm": (None, False),
     "final_norm": (None, True),
     "type_vocab_size": 0,

@@ -280,7 +280,7 @@ def _fits_expert(recipe) -> str | None:
 
 COMMON_REQUIREMENTS = {
     "architecture": "decoder",
-    "norm_position": "pre",
+    "block.norm_position": "pre",
     "embed_norm": (None, False),
     "final_norm": (None, True),
     "type_vocab_size": 0,

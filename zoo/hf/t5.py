@@ -139,7 +139,7 @@ def _fits_head(recipe) -> str | None:
 
 REQUIREMENTS = {
     "architecture": "encoder-decoder",
-    "norm_position": "pre",
+    "block.norm_position": "pre",
     "embed_norm": (None, False),
     "final_norm": (None, True),
     "layers": no_layer_overrides,

@@ -83,7 +83,7 @@ OPTIONS = (
 
 REQUIREMENTS = {
     "architecture": "vit",
-    "norm_position": "pre",
+    "block.norm_position": "pre",
     "embed_norm": (None, False),
     "final_norm": (None, True),
     "layers": no_layer_overrides,

@@ -206,6 +206,13 @@ class Run:
     tokenizer: Tokenizer | None
     info: dict[str, Any]
 
+    @property
+    def maps_source_to_target(self) -> bool:
+        """Trained as seq2seq: generation maps each prompt to its target instead of continuing it."""
+        from .objectives import objective_maps_source_to_target
+
+        return objective_maps_source_to_target(self.info.get("objective"))
+
 
 def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -> Run:
     """The newest complete checkpoint of a run (or a checkpoint folder itself), built and loaded.

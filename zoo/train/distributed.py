@@ -56,13 +56,33 @@ def pick_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def process_ranks() -> tuple[int, int, int]:
+    """``(rank, local_rank, world_size)`` from the environment torchrun sets; ``(0, 0, 1)`` for one process.
+
+    With ``WORLD_SIZE`` unset or 1 the process is alone, whatever ``RANK`` and ``LOCAL_RANK`` say.
+
+    Raises:
+        TrainError: ``WORLD_SIZE`` > 1 without a ``RANK``.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return 0, 0, 1
+    if "RANK" not in os.environ:
+        raise TrainError(f"WORLD_SIZE is {world_size} but RANK is not set: start the processes with torchrun")
+    return int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0")), world_size
+
+
+def is_main_process() -> bool:
+    """Rank 0 (or the only process): the one that reports and writes, as ``setup`` would decide."""
+    return process_ranks()[0] == 0
+
+
 def setup(device: str) -> Distributed:
     """Join the process group that torchrun describes (``WORLD_SIZE`` > 1), or stay single."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank, world_size = process_ranks()
     chosen = pick_device(device)
     if world_size == 1:
         return Distributed(device=chosen)
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if chosen.type == "cuda":
         chosen = torch.device("cuda", local_rank)
         torch.cuda.set_device(chosen)

@@ -27,8 +27,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.dtypes import dtype_name, parse_dtype
 from zoo.errors import TrainError
-from zoo.recipe import Recipe, load_recipe
+from zoo.recipe import Recipe, load_recipe, positions_fit
 
 from . import checkpoint as ckpt
 from . import distributed as dist
@@ -41,7 +42,13 @@ RUNS_DIR = Path("runs")
 
 @dataclass
 class TrainEvent:
-    """What the loop reports. ``kind``: start | resume | step | eval | checkpoint | end | notice."""
+    """What the loop reports. ``kind``: start | resume | step | eval | checkpoint | end | notice.
+
+    ``start`` data includes ``objective``, ``generates`` (the model will generate text), ``seq_len`` (tokens
+    per training sequence; None for images) and what one step consumes; ``step`` data is the metrics record
+    plus ``unit`` (tokens or samples), ``per_s`` (that unit per second, None before any time passed) and
+    ``eta_s``.
+    """
 
     kind: str
     step: int
@@ -127,7 +134,8 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
         if device.type != "cuda":
             return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dtype = parse_dtype(precision)  # fp32, bf16, fp16: names of zoo.dtypes' table
+    return None if dtype == torch.float32 else dtype
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -157,7 +165,7 @@ def lr_factor(step: int, *, warmup: int, total: int, min_ratio: float) -> float:
 def check_sequence_length(recipe: Recipe, seq_len: int, objective: str) -> None:
     """A training sequence must fit a positional table that has rows for ``max_len`` positions only."""
     longest = seq_len + 1 if objective == "seq2seq" else seq_len  # seq2seq targets carry an [eos]
-    if getattr(recipe.positional, "bounded_by_max_len", False) and longest > (recipe.max_len or 0):
+    if positions_fit(recipe, longest) is not None:
         raise TrainError(
             f"train.seq_len ({seq_len}) needs {longest} positions, beyond the {recipe.positional.type} position "
             f"table of max_len {recipe.max_len}: lower train.seq_len or raise max_len"
@@ -443,10 +451,12 @@ class Trainer:
             recipe=self.recipe,
             run_dir=str(self.run_dir),
             device=str(env.device),
-            precision=str(self.amp_dtype or torch.float32).removeprefix("torch."),
+            precision=dtype_name(self.amp_dtype or torch.float32),
             strategy=self.strategy,
             world_size=env.world_size,
             objective=self.objective_name,
+            generates=self.objective.generates,
+            seq_len=self.seq_len if needs_tokenizer(self.objective_name) else None,  # None: images
             data=self.objective.description,
             unit=self.objective.unit,
             **per_step,
@@ -506,7 +516,8 @@ class Trainer:
         }
         self._record(record)
         remaining = self.config.steps - step
-        self._emit("step", step, **{**record, "eta_s": remaining * elapsed / len(pending)})
+        throughput = {"unit": unit, "per_s": record[f"{unit}_per_s"], "eta_s": remaining * elapsed / len(pending)}
+        self._emit("step", step, **record, **throughput)
         return losses[-1]
 
     def _record(self, record: dict[str, Any]) -> None:

@@ -70,6 +70,10 @@ class Objective:
     name = ""
     unit = "samples"
     """What throughput counts: ``tokens`` or ``samples``."""
+    generates = False
+    """A trained model generates text from a prompt (``zoo generate``)."""
+    maps_source_to_target = False
+    """Generation maps a prompt (the source) to its target instead of continuing it."""
 
     def __init__(self, description: str, tokenizer: Tokenizer | None = None, labels: list[str] | None = None):
         self.description = description
@@ -103,6 +107,7 @@ class Objective:
 
 class CausalLM(Objective):
     name, unit = "causal_lm", "tokens"
+    generates = True
 
     def __init__(self, stream: D.TokenStream, tokenizer: Tokenizer, seq_len: int, head: nn.Module) -> None:
         super().__init__(stream.description, tokenizer)
@@ -234,6 +239,7 @@ class Seq2Seq(Objective):
     greedy decoding follows the target as long as each argmax equals the next target token."""
 
     name, unit = "seq2seq", "samples"
+    generates = maps_source_to_target = True
 
     def __init__(
         self,
@@ -291,6 +297,24 @@ class Seq2Seq(Objective):
             "token_accuracy": ((hit & counted).sum(), counted.sum()),
             "exact_match": (hit.all(dim=1).sum(), n),
         }
+
+
+OBJECTIVES: dict[str, type[Objective]] = {
+    cls.name: cls for cls in (CausalLM, MaskedLM, TextClassification, ImageClassification, Seq2Seq)
+}
+"""Every objective class by its name (the name a run records in its ``run.json``)."""
+
+
+def objective_generates(name: str | None) -> bool:
+    """A model trained with objective ``name`` generates text (False for unknown names)."""
+    cls = OBJECTIVES.get(name or "")
+    return cls is not None and cls.generates
+
+
+def objective_maps_source_to_target(name: str | None) -> bool:
+    """Generation after objective ``name`` maps a source to its target (seq2seq), not continues a prompt."""
+    cls = OBJECTIVES.get(name or "")
+    return cls is not None and cls.maps_source_to_target
 
 
 def make_objective(

@@ -1,4 +1,4 @@
-"""zoo-retnet: the parallel and recurrent forms of retention agree, and decoding memory does not grow."""
+"""zoo-retnet: zoo's component contract, the parallel and recurrent forms agree, decoding memory does not grow."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import torch
 zoo_retnet = pytest.importorskip("zoo_retnet", reason="pip install -e plugins/zoo-retnet")
 
 import zoo  # noqa: E402
-from zoo_retnet import MultiScaleRetention, RetentionState, retention, retention_decays  # noqa: E402
+from zoo.testing import ComponentContract  # noqa: E402
+from zoo_retnet import MultiScaleRetention, retention, retention_decays  # noqa: E402
+
+
+class TestContract(ComponentContract):
+    """zoo's component contract: shapes, backward, causality, padding, cached decoding, compile, cost."""
+
+    plugin = "zoo-retnet"
 
 
 def ids(batch: int, length: int, seed: int = 0) -> torch.Tensor:
@@ -32,29 +39,6 @@ def recurrent_reference(q, k, v, gammas):
         state = gamma * state + k[:, :, t, :, None] * v[:, :, t, None, :]  # (N, H, D, Dv)
         out.append((q[:, :, t, None, :] @ state)[:, :, 0])  # (N, H, Dv)
     return torch.stack(out, dim=2), state
-
-
-def greedy(model: torch.nn.Module, prompt: torch.Tensor, steps: int, *, cached: bool) -> torch.Tensor:
-    """Greedy decoding with the model's own forward: through its cache, or recomputing every step."""
-    tokens = prompt
-    cache = model.new_cache(prompt.size(0), prompt.size(1) + steps) if cached else None
-    logits = model(prompt, cache=cache).logits
-    for _ in range(steps):
-        token = logits[:, -1].argmax(-1, keepdim=True)  # (N, 1)
-        tokens = torch.cat([tokens, token], dim=1)
-        logits = model(token, cache=cache).logits if cached else model(tokens).logits
-    return tokens[:, prompt.size(1) :]
-
-
-def test_installed_plugin_registers_the_mixer_and_ships_its_recipe():
-    component = zoo.get_registry().get("attention", "retention")
-    assert component.plugin == "zoo-retnet"
-    info = next(p for p in zoo.plugins.plugins() if p.name == "zoo-retnet")
-    assert (info.status, info.version, info.api) == ("ok", zoo_retnet.__version__, zoo.PLUGIN_API_VERSION)
-    assert info.registered == {"attention": ["retention"]} and info.recipes == ["retnet-tiny"]
-    model = zoo.build("retnet-tiny")
-    assert model.zoo_components["blocks.0.attention"].plugin == "zoo-retnet"
-    assert isinstance(model.blocks[0].attention, MultiScaleRetention)
 
 
 class TestRetention:
@@ -85,36 +69,8 @@ class TestRetention:
         torch.testing.assert_close(torch.cat(outs, dim=2), whole, rtol=0, atol=1e-5)
         torch.testing.assert_close(state, recurrent_reference(q, k, v, gammas)[1], rtol=0, atol=1e-5)
 
-    @torch.no_grad()
-    def test_is_causal(self):
-        model = retnet()
-        x = ids(2, 10)
-        y = x.clone()
-        y[:, 6:] = ids(2, 4, seed=1)
-        a, b = model(x).logits, model(y).logits
-        torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=1e-5)
-        assert not torch.allclose(a[:, 6:], b[:, 6:])
-
 
 class TestDecoding:
-    @torch.no_grad()
-    def test_recurrent_decoding_equals_the_parallel_forward(self):
-        model = retnet()
-        x = ids(2, 40)
-        full = model(x).logits
-        cache = model.new_cache(batch_size=2, max_len=40)
-        steps = [model(x[:, :6], cache=cache).logits]
-        steps += [model(x[:, t : t + 1], cache=cache).logits for t in range(6, 40)]
-        assert (torch.cat(steps, dim=1) - full).abs().max() < 1e-5
-        assert cache.length == 40 and all(isinstance(c, RetentionState) and c.length == 40 for c in cache.layers)
-
-    @torch.no_grad()
-    def test_greedy_generation_is_the_same_with_and_without_the_cache(self):
-        model = retnet()
-        prompt = ids(2, 5)
-        cached = greedy(model, prompt, 20, cached=True)
-        assert torch.equal(cached, greedy(model, prompt, 20, cached=False))
-
     @torch.no_grad()
     def test_decoding_memory_stays_constant_as_the_sequence_grows(self):
         model = retnet(max_len=512)
@@ -180,14 +136,6 @@ class TestRecipe:
         model = zoo.build("retnet-tiny", positional={"type": "alibi"})
         with pytest.raises(ValueError, match=r"retention cannot add a score bias \(alibi, t5_relative\)"):
             model(ids(1, 4))
-
-    @pytest.mark.slow
-    def test_compiles_fullgraph(self):
-        model = retnet()
-        x = ids(2, 12)
-        compiled = torch.compile(model, fullgraph=True)
-        with torch.no_grad():
-            torch.testing.assert_close(compiled(x).logits, model(x).logits, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow

@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from zoo.analysis.formulas import Cost, formula
 from zoo.config import BuildContext, ComponentConfig
+from zoo.cost import Cost
+from zoo.init import residual_output
 
 __all__ = ["MultiScaleRetention", "RetentionConfig", "RetentionState", "retention", "retention_decays"]
 
@@ -159,7 +160,7 @@ class MultiScaleRetention(nn.Module):
         self.v_proj = nn.Linear(d_model, vg, bias=bias, **factory)
         self.g_proj = nn.Linear(d_model, vg, bias=bias, **factory)
         self.group_norm = nn.GroupNorm(num_heads, vg, eps=eps, **factory)
-        self.o_proj = nn.Linear(vg, d_model, bias=bias, **factory)
+        self.o_proj = residual_output(nn.Linear(vg, d_model, bias=bias, **factory))
 
     def new_cache(self, batch_size: int, max_len: int) -> RetentionState:
         """The recurrent state (its size depends on neither ``max_len`` nor how many tokens are decoded)."""
@@ -217,27 +218,30 @@ class RetentionConfig(ComponentConfig):
         """The query/key head width in a model of width ``d_model`` (what ``rope`` rotates)."""
         return self.head_dim if self.head_dim is not None else d_model // self.num_heads
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_heads": 4},
+        {"num_heads": 2, "value_factor": 1, "bias": True},
+    )
+
     def check(self, ctx: BuildContext) -> list[str]:
         if self.head_dim is None and ctx.d_model % self.num_heads:
             return [f"d_model ({ctx.d_model}) must be divisible by num_heads ({self.num_heads}), or set head_dim"]
         return []
 
+    def cost(self, ctx: BuildContext) -> Cost:
+        """q, k (E·H·D each), v, g (E·H·Dv each), o (H·Dv·E), GroupNorm; a (H, D, Dv) state per sequence.
 
-@formula(RetentionConfig)
-def retention_cost(config: RetentionConfig, ctx: BuildContext, nested: Any) -> Cost:
-    """What ``zoo summary`` counts for retention: q, k (E·H·D each), v, g (E·H·Dv each), o (H·Dv·E), GroupNorm.
-
-    The decoding state is (H, D, Dv) per sequence whatever its length, so nothing grows per cached token.
-    """
-    E = ctx.d_model
-    qk = config.num_heads * config.head_dim_for(E)
-    vg = config.value_factor * qk
-    weights = 2 * E * qk + 3 * E * vg
-    biases = (2 * qk + 2 * vg + E) if config.bias else 0
-    return Cost(
-        params=weights + biases + 2 * vg,  # GroupNorm scale and shift
-        matmul=weights,
-        score_width=(qk + vg) // 2,  # q·k over D and decay-weighted sums of v over Dv
-        kv_width=0,
-        acts=E + 2 * qk + 3 * vg,
-    )
+        The decoding state does not grow with the sequence, so nothing is cached per token.
+        """
+        E = ctx.d_model
+        qk = self.num_heads * self.head_dim_for(E)
+        vg = self.value_factor * qk
+        weights = 2 * E * qk + 3 * E * vg
+        biases = (2 * qk + 2 * vg + E) if self.bias else 0
+        return Cost(
+            params=weights + biases + 2 * vg,  # GroupNorm scale and shift
+            matmul=weights,
+            score_width=(qk + vg) // 2,  # q·k over D and decay-weighted sums of v over Dv
+            state=qk * self.value_factor * self.head_dim_for(E),  # H · D · Dv
+            acts=E + 2 * qk + 3 * vg,
+        )

@@ -12,8 +12,9 @@ index ``i`` sees keys ``i - window + 1 .. i``. A stack of ``n`` layers still car
                               query 4       x x x
                               query 5         x x x
 
-In a bidirectional stack (an encoder) a query sees keys less than ``window`` away on either side. Queries and
-keys are grouped as in zoo's ``gqa`` (``num_kv_heads`` K/V heads serve ``num_heads`` query heads).
+In a bidirectional stack (an encoder) a query sees keys less than ``window`` away on either side. Everything
+else is zoo's ``gqa`` (``GroupedQueryAttention``): this package adds only the window, through the attention's
+``key_mask`` seam, and a decoding cache that holds the window, not the sequence.
 
 Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads, D head_dim,
 W window.
@@ -21,15 +22,14 @@ W window.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field, model_validator
 
-from zoo.analysis.formulas import FORMULAS, Cost, formula
-from zoo.components.attention import AttentionConfig, GroupedQueryAttention, attend
+from zoo.components.attention import AttentionConfig, GroupedQueryAttention
 from zoo.config import BuildContext
+from zoo.cost import Cost
 
 __all__ = ["RollingKVCache", "SlidingWindowAttention", "SlidingWindowConfig", "sliding_window_mask"]
 
@@ -49,7 +49,9 @@ class RollingKVCache:
     The sequence index ``i`` is kept in slot ``i % capacity``, overwriting the key that just left the
     window, so memory is ``capacity = min(window, max_len)`` slots however long decoding runs. ``update``
     returns the held keys followed by the new ones, with the sequence index of each: the windows of the
-    first new queries reach back into the held keys, and the attention masks by index, not by slot.
+    first new queries reach back into the held keys, and the attention masks by index, not by slot: after
+    ``update``, ``index`` holds the sequence indices of the keys it returned and ``positions`` their
+    positions (zoo's KV-cache interface).
 
     Args:
         window: keys each query sees (the attention's window).
@@ -69,8 +71,10 @@ class RollingKVCache:
         self.v: torch.Tensor | None = None
         self.pos: torch.Tensor | None = None
         """(N, capacity) positions of the held keys, slot by slot (left padding makes them differ from indices)."""
-        self.key_positions: torch.Tensor | None = None
+        self.positions: torch.Tensor | None = None
         """(N, S) positions of the keys the last ``update`` returned."""
+        self.index: torch.Tensor | None = None
+        """(S,) sequence indices of the keys the last ``update`` returned."""
 
     @property
     def held(self) -> int:
@@ -85,10 +89,10 @@ class RollingKVCache:
 
     def update(
         self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(N, Hkv, L, D)`` keys and values at ``positions`` (N|1, L; default their indices); return the
-        held ones then the new ones, ``(N, Hkv, S, D)`` each, and their sequence indices ``(S,)``,
-        ``S = held + L``; ``key_positions`` then holds their positions. Only the last ``capacity`` are kept."""
+        held ones then the new ones, ``(N, Hkv, S, D)`` each, ``S = held + L``; ``index`` and ``positions`` then
+        hold their sequence indices ``(S,)`` and positions ``(N, S)``. Only the last ``capacity`` are kept."""
         start, new = self.length, k.size(2)
         end = start + new
         if self.capacity < self.window and end > self.capacity:
@@ -105,8 +109,8 @@ class RollingKVCache:
         if positions is None:
             positions = torch.arange(start, end, device=k.device)[None]
         positions = positions.expand(n, -1)  # (N, L)
-        self.key_positions = torch.cat([self.pos[:, :held], positions], dim=1)  # (N, S)
-        index = torch.cat([self.held_index(k.device), torch.arange(start, end, device=k.device)])  # (S,)
+        self.positions = torch.cat([self.pos[:, :held], positions], dim=1)  # (N, S)
+        self.index = index = torch.cat([self.held_index(k.device), torch.arange(start, end, device=k.device)])
         keys = torch.cat([self.k[:, :, :held], k], dim=2)  # (N, Hkv, S, D): a copy, so overwriting is safe
         values = torch.cat([self.v[:, :, :held], v], dim=2)
         kept = min(new, self.capacity)
@@ -115,7 +119,7 @@ class RollingKVCache:
         self.v.index_copy_(2, slots, v[:, :, new - kept :])
         self.pos.index_copy_(1, slots, positions[:, new - kept :])
         self.length = end
-        return keys, values, index
+        return keys, values
 
     def reset(self) -> None:
         """Forget the cached positions; the buffers are kept for the next sequence."""
@@ -132,94 +136,34 @@ class RollingKVCache:
 class SlidingWindowAttention(GroupedQueryAttention):
     """Grouped-query attention over the ``window`` most recent keys (Mistral), with a rolling KV cache.
 
-    The same parameters as ``gqa`` (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``), so weights move between
-    the two; with a window covering the whole sequence the outputs are equal. Cross-attention (over an
-    encoder output) has no window and is plain grouped-query attention.
+    zoo's ``GroupedQueryAttention`` with a key mask: the same parameters (``q_proj`` ... ``o_proj``), so
+    weights move between the two, and with a window covering the whole sequence the outputs are equal.
+    Cross-attention (over an encoder output) has no window and is plain grouped-query attention.
 
     Args:
         d_model: width E of the input and output.
         window: keys each query sees, itself included (W >= 1).
-        num_heads, num_kv_heads, head_dim, bias, dropout, scale, causal, cross: as in zoo's
-            ``GroupedQueryAttention``.
+        **options: those of zoo's ``GroupedQueryAttention`` (num_heads, num_kv_heads, causal, ...).
 
     Raises:
         ValueError: ``window`` < 1, or the head counts of ``GroupedQueryAttention``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        window: int,
-        num_heads: int,
-        num_kv_heads: int | None = None,
-        head_dim: int | None = None,
-        bias: bool = True,
-        dropout: float = 0.0,
-        scale: float | None = None,
-        causal: bool = False,
-        cross: bool = False,
-        device=None,
-        dtype=None,
-    ) -> None:
+    def __init__(self, d_model: int, *, window: int, **options: Any) -> None:
         if window < 1:
             raise ValueError(f"window ({window}) must be >= 1")
-        super().__init__(
-            d_model,
-            num_heads=num_heads,
-            num_kv_heads=num_kv_heads,
-            head_dim=head_dim,
-            bias=bias,
-            dropout=dropout,
-            scale=scale,
-            causal=causal,
-            cross=cross,
-            device=device,
-            dtype=dtype,
-        )
+        super().__init__(d_model, **options)
         self.window = window
         self.lookahead = 0 if self.causal else window - 1  # keys after the query, in a bidirectional stack
+
+    def key_mask(self, query_index: torch.Tensor, key_index: torch.Tensor) -> torch.Tensor:
+        return sliding_window_mask(query_index, key_index, self.window, self.lookahead)
 
     def new_cache(self, batch_size: int, max_len: int) -> Any:
         """A ``RollingKVCache`` of the window (cross-attention: zoo's cache of the encoder K/V)."""
         if self.cross:
             return super().new_cache(batch_size, max_len)
         return RollingKVCache(self.window, max_len)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        *,
-        context: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        positions: torch.Tensor | None = None,
-        pos: Any = None,
-        cache: RollingKVCache | None = None,
-    ) -> torch.Tensor:
-        """``x`` (N, L, E) -> (N, L, E). ``mask`` (N|1, 1, L, S) bool over every key so far (S = cached + L),
-        True = may attend; the window is applied on top of it. Other arguments as in ``gqa``."""
-        if self.cross:  # an encoder output has no window to slide over
-            return super().forward(x, context=context, mask=mask, positions=positions, pos=pos, cache=cache)
-        n, L, _ = x.shape
-        q = self.q_proj(x).view(n, L, self.num_heads, self.head_dim).transpose(1, 2)  # (N, H, L, D)
-        k = self.k_proj(x).view(n, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, L, D)
-        v = self.v_proj(x).view(n, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, L, D)
-        start = 0 if cache is None else cache.length
-        query_index = torch.arange(start, start + L, device=x.device)  # sequence indices of the queries
-        positions = query_index[None] if positions is None else positions
-        if pos is not None:
-            q, k = pos.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
-        key_index, key_positions = query_index, positions
-        if cache is not None:
-            k, v, key_index = cache.update(k, v, positions)  # (N, Hkv, S, D): the held keys, then the new ones
-            key_positions = cache.key_positions  # (N, S)
-            mask = None if mask is None else mask.index_select(-1, key_index)  # columns of the keys held
-        local = sliding_window_mask(query_index, key_index, self.window, self.lookahead)  # (L, S)
-        mask = local if mask is None else mask & local
-        bias = None if pos is None else pos.score_bias(positions, key_positions)
-        p = self.dropout if self.training else 0.0
-        y = attend(q, k, v, mask=mask, bias=bias, scale=self.scale, dropout_p=p)  # (N, H, L, D)
-        return self.o_proj(y.transpose(1, 2).reshape(n, L, self.num_heads * self.head_dim))  # (N, L, E)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, window={self.window}"
@@ -234,6 +178,11 @@ class SlidingWindowConfig(AttentionConfig):
         None, ge=1, description="Key/value heads, dividing num_heads; default num_heads (multi-head)."
     )
 
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_heads": 4, "num_kv_heads": 2, "window": 3},
+        {"num_heads": 4, "window": 1, "bias": False},
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _default_kv_heads(cls, data: Any) -> Any:
@@ -241,14 +190,6 @@ class SlidingWindowConfig(AttentionConfig):
             data = {**data, "num_kv_heads": data["num_heads"]}
         return data
 
-    @model_validator(mode="after")
-    def _kv_heads_divide_heads(self) -> SlidingWindowConfig:
-        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
-        return self
-
-
-@formula(SlidingWindowConfig)
-def sliding_window_cost(config: SlidingWindowConfig, ctx: BuildContext, nested: Any) -> Cost:
-    """Grouped-query attention's cost, with the score term and the KV cache capped at ``window`` keys."""
-    return replace(FORMULAS[AttentionConfig](config, ctx, nested), window=config.window)
+    def cost(self, ctx: BuildContext) -> Cost:
+        """Grouped-query attention's cost, with the score term and the KV cache capped at ``window`` keys."""
+        return super().cost(ctx).with_(window=self.window)

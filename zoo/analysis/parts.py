@@ -1,0 +1,59 @@
+"""The parts of a built model and what each costs: the components of the module tree, costed by their configs.
+
+``zoo.build`` records, for every module a registered component built, its config and the ``BuildContext``
+of its place (``model.zoo_components``). The parts are those components, each costed by its own config's
+``cost(ctx)`` (``zoo.cost``); a component nested in another (an MoE's experts) is in its parent's cost.
+Nothing here knows how an architecture arranges its blocks: a meta-device build tells (it allocates
+nothing and takes milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from zoo.cost import Cost
+
+from .folding import layer_of
+
+__all__ = ["Part", "layer_of", "model_parts"]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One component of the model."""
+
+    path: str
+    """Its module path in the built model, e.g. ``blocks.3.attention``."""
+    kind: str
+    name: str
+    cost: Cost | None
+    """None when the component's config declares no cost (a plugin's)."""
+    causal: bool = False
+    """It sits in a causal stack: an attention's keys and values (or a mixer's state) are cached when decoding."""
+    cross: bool = False
+    """An attention over the encoder output."""
+
+    @property
+    def layer(self) -> str:
+        return layer_of(self.path)
+
+
+def model_parts(model: nn.Module | str | Path | Mapping[str, Any]) -> list[Part]:
+    """Every component of a model built by ``zoo.build`` (or of a recipe, built on the meta device), in
+    module order, with its declared cost."""
+    if not isinstance(model, nn.Module):
+        from zoo.builder import build
+
+        model = build(model, device="meta")
+    parts = []
+    for path, made in getattr(model, "zoo_components", {}).items():
+        if made.kind == "architecture" or made.nested or made.config is None or made.ctx is None:
+            continue
+        cost = made.config.cost(made.ctx)
+        parts.append(Part(path, made.kind, made.name, cost, causal=made.ctx.causal, cross=made.ctx.cross))
+    return parts

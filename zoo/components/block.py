@@ -1,0 +1,128 @@
+"""The Transformer block: how attention, cross-attention and the FFN meet the residual stream.
+
+One block class with its layouts as options (``block:`` in a recipe; ``norm_position`` at the top of a
+recipe is short for ``block.norm_position``). ``f`` is a sub-layer (attention, FFN), ``n`` a norm::
+
+    pre       x + f(n(x))            GPT-2, Llama, ViT, T5
+    post      n(x + f(x))            the original Transformer, BERT
+    sandwich  x + n'(f(n(x)))        Gemma 2/3: a second norm on each sub-layer's output
+
+Each sub-layer has its own norms, built from the recipe's ``norm`` at the model's width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+__all__ = ["Block", "BlockConfig", "NormPosition"]
+
+NormPosition = Literal["pre", "post", "sandwich"]
+
+
+class BlockConfig(BaseModel):
+    """How a block arranges its sub-layers; the recipe's ``block:`` section."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    norm_position: NormPosition = Field(
+        "pre", description="pre: x + f(n(x)); post: n(x + f(x)); sandwich: x + n'(f(n(x)))."
+    )
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"norm_position": "post"}, {"norm_position": "sandwich"})
+    """Layouts the contract tests of ``zoo.testing`` build a model with."""
+
+    @property
+    def pre_norm(self) -> bool:
+        """The stream itself is never normalised inside the blocks, so the stack ends with a final norm."""
+        return self.norm_position != "post"
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments of :class:`Block` that this config sets."""
+        return self.model_dump()
+
+
+class Block(nn.Module):
+    """One Transformer block: self-attention, optional cross-attention, feed-forward, each residual.
+
+    Args:
+        attention: the self-attention module.
+        ffn: the feed-forward module.
+        norm: builds one norm (called once per norm the layout needs).
+        cross_attention: attention over the encoder output (encoder-decoder decoders), or None.
+        norm_position: ``pre``, ``post`` or ``sandwich`` (see the module docstring).
+        dropout: on each sub-layer's output, before it joins the stream.
+    """
+
+    def __init__(
+        self,
+        *,
+        attention: nn.Module,
+        ffn: nn.Module,
+        norm: Callable[[], nn.Module],
+        cross_attention: nn.Module | None = None,
+        norm_position: NormPosition = "pre",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if norm_position not in ("pre", "post", "sandwich"):
+            raise ValueError(f"norm_position must be pre, post or sandwich, not {norm_position!r}")
+        self.norm_position = norm_position
+        sandwich = norm_position == "sandwich"
+        self.attention_norm = norm()
+        self.attention = attention
+        self.attention_post_norm = norm() if sandwich else None
+        self.cross_attention_norm = norm() if cross_attention is not None else None
+        self.cross_attention = cross_attention
+        self.cross_attention_post_norm = norm() if sandwich and cross_attention is not None else None
+        self.ffn_norm = norm()
+        self.ffn = ffn
+        self.ffn_post_norm = norm() if sandwich else None
+        self.dropout = nn.Dropout(dropout)
+
+    def _residual(
+        self,
+        x: torch.Tensor,
+        norm: nn.Module,
+        post_norm: nn.Module | None,
+        f: Callable[[torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        if self.norm_position == "post":
+            return norm(x + self.dropout(f(x)))
+        y = f(norm(x))
+        if post_norm is not None:
+            y = post_norm(y)
+        return x + self.dropout(y)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: nn.Module | None = None,
+        cache: Any = None,
+        context: torch.Tensor | None = None,
+        context_mask: torch.Tensor | None = None,
+        cross_cache: Any = None,
+    ) -> torch.Tensor:
+        """``x`` (N, L, E) -> (N, L, E). ``mask``, ``positions``, ``pos`` and ``cache`` go to the
+        self-attention; ``context`` (N, S, E), ``context_mask`` and ``cross_cache`` to the cross-attention."""
+        x = self._residual(
+            x,
+            self.attention_norm,
+            self.attention_post_norm,
+            lambda h: self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache),
+        )
+        if self.cross_attention is not None:
+            x = self._residual(
+                x,
+                self.cross_attention_norm,
+                self.cross_attention_post_norm,
+                lambda h: self.cross_attention(h, context=context, mask=context_mask, cache=cross_cache),
+            )
+        return self._residual(x, self.ffn_norm, self.ffn_post_norm, self.ffn)

@@ -1,0 +1,58 @@
+"""Recipes: YAML/JSON files that name components and sizes, validated before any tensor exists.
+
+Loading order: read the file (safe YAML) -> resolve ``extends`` (deep merge) -> apply overrides ->
+validate every component spec against the config its component registered -> validate the recipe ->
+check the rules that span components. Every problem found is collected into one ``RecipeError``.
+
+``schema`` holds the models, ``loading`` the files and overrides, ``validation`` the checks,
+``json_schema`` the schema for editors. No module here imports torch.
+"""
+
+from __future__ import annotations
+
+from .json_schema import ARCHITECTURE_DEFAULTS, recipe_json_schema
+from .loading import (
+    deep_merge,
+    find_recipe,
+    load_recipe,
+    named_recipes,
+    overrides_to_tree,
+    parse_override,
+    read_recipe_file,
+)
+from .schema import (
+    COMPONENT_FIELDS,
+    LAYER_FIELDS,
+    Component,
+    Expect,
+    LayerOverride,
+    Recipe,
+    position_limit,
+    positions_fit,
+    select_layers,
+)
+from .validation import check_rules, validate_recipe, validate_spec
+
+__all__ = [
+    "ARCHITECTURE_DEFAULTS",
+    "COMPONENT_FIELDS",
+    "LAYER_FIELDS",
+    "Component",
+    "Expect",
+    "LayerOverride",
+    "Recipe",
+    "check_rules",
+    "deep_merge",
+    "find_recipe",
+    "load_recipe",
+    "named_recipes",
+    "overrides_to_tree",
+    "parse_override",
+    "position_limit",
+    "positions_fit",
+    "read_recipe_file",
+    "recipe_json_schema",
+    "select_layers",
+    "validate_recipe",
+    "validate_spec",
+]

@@ -1,0 +1,149 @@
+"""The recipe model: ``Recipe``, its per-layer overrides, and what positions its encoding has rows for."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+
+from zoo.config import BuildContext, ComponentConfig
+from zoo.train.config import TrainConfig
+
+COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
+LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
+
+Component = SerializeAsAny[ComponentConfig]
+
+
+class Expect(BaseModel):
+    """Facts the built model must match; a mismatch fails the build with both numbers."""
+
+    model_config = ConfigDict(extra="forbid")
+    parameters: int | None = Field(None, ge=0, description="Exact parameter count (tied weights counted once).")
+
+
+class LayerOverride(BaseModel):
+    """Components that replace the recipe's defaults in the selected layers."""
+
+    model_config = ConfigDict(extra="forbid")
+    select: str | int | list[int] = Field(
+        description="Layers to change: an index (3), a list ([0, 5]), or a Python slice ('1::2', ':4')."
+    )
+    stack: Literal["encoder", "decoder", "all"] = Field("all", description="For encoder-decoder models.")
+    attention: Component | None = None
+    norm: Component | None = None
+    ffn: Component | None = None
+
+
+class Recipe(BaseModel):
+    """A validated recipe. Component fields hold the validated configs of their registered components."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Recipe name, e.g. gpt2-small.")
+    description: str = ""
+    architecture: str = Field(description="encoder | decoder | encoder-decoder | vit, or a plugin's.")
+    d_model: int = Field(ge=1, description="Width of the residual stream (E).")
+    num_layers: int = Field(ge=1, description="Blocks in the stack (the encoder's, for encoder-decoder).")
+    num_decoder_layers: int | None = Field(None, ge=1, description="Decoder blocks (default num_layers).")
+    max_len: int | None = Field(None, ge=1, description="Longest sequence (positional table size).")
+    vocab_size: int | None = Field(None, ge=1, description="Token vocabulary (text models).")
+    type_vocab_size: int = Field(0, ge=0, description="Segment (token type) vocabulary; 0 = none (BERT: 2).")
+    pad_token_id: int | None = Field(None, ge=0, description="Padding token id.")
+    image_size: int | None = Field(None, ge=1, description="Input image side in pixels (vit).")
+    patch_size: int | None = Field(None, ge=1, description="Patch side in pixels (vit).")
+    num_channels: int = Field(3, ge=1, description="Image channels (vit).")
+    num_classes: int | None = Field(None, ge=1, description="Classes of a classification head.")
+    block: SerializeAsAny[BaseModel] = Field(
+        description="How each block meets the residual stream: a zoo.components.block.BlockConfig, validated with "
+        "the components (`norm_position: post` at the top of a recipe is short for `block: {norm_position: post}`)."
+    )
+    embed_norm: bool | None = Field(None, description="Norm after the embeddings (default: post-norm models).")
+    final_norm: bool | None = Field(None, description="Norm after the last block (default: pre-norm models).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Residual and embedding dropout.")
+    init_std: float = Field(0.02, gt=0, description="Std of the normal init of weights.")
+    embedding: Component
+    positional: Component
+    attention: Component
+    norm: Component
+    ffn: Component
+    head: Component
+    layers: list[LayerOverride] = Field(default_factory=list, description="Per-layer component overrides.")
+    expect: Expect | None = None
+    train: TrainConfig = Field(default_factory=TrainConfig, description="How `zoo train` trains the model.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data that loads back into the same recipe (no ``extends``, nothing implicit)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def layer_components(self, stack: str, index: int) -> dict[str, ComponentConfig]:
+        """The attention / norm / ffn configs of block ``index`` of ``stack`` after overrides."""
+        parts: dict[str, ComponentConfig] = {k: getattr(self, k) for k in LAYER_FIELDS}
+        n = self.stack_layers(stack)
+        for override in self.layers:
+            if override.stack in ("all", stack) and index in select_layers(override.select, n):
+                parts.update({k: getattr(override, k) for k in LAYER_FIELDS if getattr(override, k) is not None})
+        return parts
+
+    def stack_layers(self, stack: str) -> int:
+        if stack == "decoder" and self.architecture == "encoder-decoder":
+            return self.num_decoder_layers or self.num_layers
+        return self.num_layers
+
+    def context(self, *, layer_idx: int = 0, causal: bool = False, cross: bool = False, stack: str = "encoder"):
+        """The ``BuildContext`` of one place in the model (heads from that layer's attention)."""
+        attention = self.layer_components(stack, layer_idx)["attention"] if self.num_layers else self.attention
+        num_heads = getattr(attention, "num_heads", 1)
+        head_dim = attention.head_dim_for(self.d_model) if hasattr(attention, "head_dim_for") else 0
+        return BuildContext(
+            d_model=self.d_model,
+            max_len=self.max_len or 0,
+            causal=causal,
+            cross=cross,
+            layer_idx=layer_idx,
+            num_layers=self.stack_layers(stack),
+            num_heads=num_heads,
+            head_dim=head_dim,
+            vocab_size=self.vocab_size or 0,
+            num_classes=self.num_classes or 0,
+            type_vocab_size=self.type_vocab_size,
+            image_size=self.image_size or 0,
+            patch_size=self.patch_size or 0,
+            num_channels=self.num_channels,
+            pad_token_id=self.pad_token_id,
+            init_std=self.init_std,
+        )
+
+
+def select_layers(select: str | int | list[int], n: int) -> list[int]:
+    """Indices of ``n`` layers chosen by an index, a list of indices, or a slice string like '1::2'."""
+    if isinstance(select, int):
+        return [select % n] if -n <= select < n else []
+    if isinstance(select, list):
+        return sorted({i % n for i in select if -n <= i < n})
+    if select.strip() == "all":
+        return list(range(n))
+    parts = select.split(":")
+    if len(parts) == 1:
+        return select_layers(int(parts[0]), n)
+    bounds = [int(p) if p.strip() else None for p in parts]
+    return list(range(n))[slice(*bounds)]
+
+
+def position_limit(recipe: Recipe) -> int | None:
+    """How many positions the recipe's positional encoding has rows for; None when it has no table (RoPE)."""
+    if getattr(recipe.positional, "bounded_by_max_len", False):
+        return recipe.max_len or 0
+    return None
+
+
+def positions_fit(recipe: Recipe, n: int) -> str | None:
+    """None when a sequence of ``n`` positions fits the recipe's positional encoding, else why not.
+
+    A learned or sinusoidal table (``bounded_by_max_len``) has rows only for positions below ``max_len``.
+    The reason names no fix: each caller knows what to lower.
+    """
+    limit = position_limit(recipe)
+    if limit is not None and n > limit:
+        return f"{n} positions do not fit the {recipe.positional.type} position table of max_len {recipe.max_len}"
+    return None
