@@ -85,13 +85,17 @@ def _ordered(counts: dict[str, int]) -> dict[str, int]:
 
 
 def component_owner(module_path: str, provenance: dict) -> str | None:
-    """The nearest enclosing module path (``module_path`` included) that a registered component built."""
+    """The nearest enclosing module path (``module_path`` included) that a registered component built, not
+    counting components nested inside another (an attention's q/k norms, an MoE's experts): their
+    parameters are their parent's, as is their declared cost."""
     path = module_path
-    while path not in provenance:
+    while True:
+        made = provenance.get(path)
+        if made is not None and not getattr(made, "nested", False):
+            return path
         if not path:
             return None
         path = path.rsplit(".", 1)[0] if "." in path else ""
-    return path
 
 
 def parameter_breakdown(model: nn.Module) -> ParameterCount:
