@@ -7,6 +7,7 @@ import math
 import pydantic
 import pytest
 import torch
+import torch.nn.functional as F
 
 from zoo.cache import CrossKVCache, KVCache
 from zoo.components.attention import (
@@ -401,3 +402,46 @@ def test_compiled_mha_with_mask_matches_eager():
     mask = causal_mask(6, 6)[None, None] & (torch.arange(6) < torch.tensor([[6], [4]]))[:, None, None, :]
     compiled = torch.compile(m, fullgraph=True)
     torch.testing.assert_close(compiled(x, mask=mask), m(x, mask=mask))
+
+
+class TestQueryKeyNorm:
+    """QK-norm: queries and keys normalised before positions rotate them (Qwen3 per head, OLMo 2 whole)."""
+
+    @pytest.mark.parametrize("scope", ["head", "projection"])
+    @torch.no_grad()
+    def test_equals_attention_over_normalised_queries_and_keys(self, scope):
+        from zoo.components.norm import RMSNorm
+
+        torch.manual_seed(0)
+        attn = GroupedQueryAttention(E, num_heads=4, num_kv_heads=2, qk_norm=RMSNorm, qk_norm_scope=scope).eval()
+        for norm in (attn.q_norm, attn.k_norm):
+            norm.weight.normal_()  # not the identity scale, so the test sees which features it normalises
+        x = torch.randn(2, 5, E)
+        D = E // 4
+
+        def heads(proj, norm, h):
+            y = proj(x)
+            y = norm(y) if scope == "projection" else y
+            y = y.view(2, 5, h, D)
+            return (norm(y) if scope == "head" else y).transpose(1, 2)
+
+        q, k = heads(attn.q_proj, attn.q_norm, 4), heads(attn.k_proj, attn.k_norm, 2)
+        v = attn.v_proj(x).view(2, 5, 2, D).transpose(1, 2)
+        ref = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1))
+        expected = attn.o_proj(ref.transpose(1, 2).reshape(2, 5, E))
+        torch.testing.assert_close(attn(x), expected, rtol=0, atol=1e-5)
+        assert attn.q_norm.weight.shape == ((D,) if scope == "head" else (4 * D,))
+        assert attn.k_norm.weight.shape == ((D,) if scope == "head" else (2 * D,))
+
+    def test_recipe_option_builds_the_norm_at_the_head_width_and_counts_it(self):
+        import zoo
+        from zoo.analysis import analytic_parameters, compare_counts, parameter_breakdown
+
+        model = zoo.build("llama-tiny", **{"attention.qk_norm": "rmsnorm"})
+        attention = model.blocks[0].attention
+        D = attention.head_dim
+        assert attention.q_norm.weight.shape == (D,) and attention.k_norm.weight.shape == (D,)
+        plain = zoo.build("llama-tiny")
+        assert zoo.count_parameters(model) - zoo.count_parameters(plain) == len(model.blocks) * 2 * D
+        assert compare_counts(parameter_breakdown(model), analytic_parameters(model)) == []
+        assert model.zoo_components["blocks.0.attention.q_norm"].nested

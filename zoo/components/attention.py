@@ -15,7 +15,9 @@ D head_dim, X num_experts, K top_k.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -23,8 +25,8 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from zoo.cache import CrossKVCache, KVCache
-from zoo.config import BuildContext, ComponentConfig
-from zoo.cost import Cost
+from zoo.config import BuildContext, ComponentConfig, Spec
+from zoo.cost import Cost, nested_cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
 from zoo.registry import preset
@@ -158,6 +160,9 @@ class _Attention(nn.Module):
         self.softcap = softcap
         self.cross = cross
         self.causal = causal and not cross  # cross-attention always sees the whole encoder output
+        self.q_norm: nn.Module | None = None  # query/key norms, where a variant has them
+        self.k_norm: nn.Module | None = None
+        self.qk_norm_scope = "head"
         # Only a subclass that overrides key_mask pays for the index tensors it needs.
         self.masks_keys = type(self).key_mask is not _Attention.key_mask and not cross
 
@@ -176,10 +181,20 @@ class _Attention(nn.Module):
         """
         return None
 
+    def _heads(self, proj: nn.Module, x: torch.Tensor, heads: int, norm: nn.Module | None = None) -> torch.Tensor:
+        """``proj(x)`` split into heads, ``(N, S, E) -> (N, heads, S, D)``, normalised per head or as a whole."""
+        n, s, _ = x.shape
+        y = proj(x)  # (N, S, heads * D)
+        if norm is not None and self.qk_norm_scope == "projection":
+            y = norm(y)  # over all heads' features (OLMo 2)
+        y = y.view(n, s, heads, self.head_dim)  # (N, S, heads, D)
+        if norm is not None and self.qk_norm_scope == "head":
+            y = norm(y)  # over each head's D features (Qwen3, Gemma 3)
+        return y.transpose(1, 2)
+
     def _split_kv(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n, s, _ = src.shape
-        k = self.k_proj(src).view(n, s, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, S, D)
-        v = self.v_proj(src).view(n, s, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (N, Hkv, S, D)
+        k = self._heads(self.k_proj, src, self.num_kv_heads, self.k_norm)  # (N, Hkv, S, D)
+        v = self._heads(self.v_proj, src, self.num_kv_heads)  # (N, Hkv, S, D)
         return k, v
 
     def _keys_values(self, x, q, *, context, mask, positions, pos, cache):
@@ -228,7 +243,8 @@ class GroupedQueryAttention(_Attention):
 
     The one softmax attention of zoo; every option defaults to the identity, so each family switches on
     only what it needs: biases per projection (Qwen2: q/k/v but not o), a score soft-cap (Gemma 2), a
-    score scale (T5: 1.0), and through :meth:`key_mask` any pattern of visible keys (a subclass).
+    score scale (T5: 1.0), query/key norms (Qwen3, OLMo 2), and through :meth:`key_mask` any pattern of
+    visible keys (a subclass).
 
     Args:
         d_model: width E of the input and output.
@@ -239,6 +255,10 @@ class GroupedQueryAttention(_Attention):
         dropout: dropout on the attention weights, in training only.
         scale: score scale; None means ``1 / sqrt(head_dim)``.
         softcap: scores become ``softcap * tanh(scores / softcap)`` before masking; None: no cap.
+        qk_norm: builds a norm at a given width (``qk_norm(width)``) for the queries and one for the keys,
+            applied before positions rotate them; None: none.
+        qk_norm_scope: ``head`` normalises each head's ``head_dim`` features, ``projection`` all of a
+            projection's features at once.
         causal: self-attention of a decoder: a position sees itself and earlier ones only.
         cross: keys and values come from ``context`` (the encoder output) instead of ``x``.
 
@@ -262,6 +282,8 @@ class GroupedQueryAttention(_Attention):
         dropout: float = 0.0,
         scale: float | None = None,
         softcap: float | None = None,
+        qk_norm: Callable[[int], nn.Module] | None = None,
+        qk_norm_scope: Literal["head", "projection"] = "head",
         causal: bool = False,
         cross: bool = False,
         device=None,
@@ -284,6 +306,11 @@ class GroupedQueryAttention(_Attention):
         self.k_proj = nn.Linear(d_model, kv_dim, bias=on["k"], **factory)
         self.v_proj = nn.Linear(d_model, kv_dim, bias=on["v"], **factory)
         self.o_proj = residual_output(nn.Linear(q_dim, d_model, bias=on["o"], **factory))
+        if qk_norm is not None:
+            self.qk_norm_scope = qk_norm_scope
+            per_head = qk_norm_scope == "head"
+            self.q_norm = qk_norm(self.head_dim if per_head else q_dim)
+            self.k_norm = qk_norm(self.head_dim if per_head else kv_dim)
 
     def forward(
         self,
@@ -302,7 +329,7 @@ class GroupedQueryAttention(_Attention):
         is the stack's positional encoding; ``cache`` comes from :meth:`new_cache`.
         """
         n, L, _ = x.shape
-        q = self.q_proj(x).view(n, L, self.num_heads, self.head_dim).transpose(1, 2)  # (N, H, L, D)
+        q = self._heads(self.q_proj, x, self.num_heads, self.q_norm)  # (N, H, L, D)
         q, k, v, mask, bias = self._keys_values(
             x, q, context=context, mask=mask, positions=positions, pos=pos, cache=cache
         )
@@ -433,10 +460,17 @@ class AttentionConfig(ComponentConfig):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
     scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim) (T5: 1.0).")
     softcap: float | None = Field(None, gt=0, description="Cap scores at ±softcap with tanh (Gemma 2: 50).")
+    qk_norm: Annotated[dict[str, Any] | str | None, Spec("norm")] = Field(
+        None, description="Normalise queries and keys with this norm (Qwen3, Gemma 3: rmsnorm); none by default."
+    )
+    qk_norm_scope: Literal["head", "projection"] = Field(
+        "head", description="head: over each head's head_dim (Qwen3); projection: over the whole q/k (OLMo 2)."
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"num_heads": 4},
         {"num_heads": 4, "head_dim": 6, "bias": False, "q_bias": True, "v_bias": True, "softcap": 5.0},
+        {"num_heads": 4, "qk_norm": "rmsnorm"},
     )
 
     def head_dim_for(self, d_model: int) -> int:
@@ -464,12 +498,17 @@ class AttentionConfig(ComponentConfig):
         weights = 2 * E * H * D + 2 * E * Hkv * D
         on = self.biases()
         biases = on["q"] * H * D + (on["k"] + on["v"]) * Hkv * D + on["o"] * E
+        norms = norm_acts = 0
+        if self.qk_norm is not None:  # one norm for q and one for k, at a head's width or a projection's
+            q_width, k_width = (D, D) if self.qk_norm_scope == "head" else (H * D, Hkv * D)
+            norms = sum(nested_cost("norm", self.qk_norm, replace(ctx, d_model=w)).params for w in (q_width, k_width))
+            norm_acts = H * D + Hkv * D
         return Cost(
-            params=weights + biases,
+            params=weights + biases + norms,
             matmul=weights,
             score_width=H * D,
             kv_width=Hkv * D,
-            acts=E + 2 * H * D + 2 * Hkv * D,  # input, q, k, v, attention output
+            acts=E + 2 * H * D + 2 * Hkv * D + norm_acts,  # input, q, k, v, attention output (and normed q, k)
         )
 
 
@@ -488,6 +527,7 @@ class GQAConfig(AttentionConfig):
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"num_heads": 4, "num_kv_heads": 2},
         {"num_heads": 4, "num_kv_heads": 1, "head_dim": 6, "bias": False, "o_bias": True, "softcap": 5.0},
+        {"num_heads": 4, "num_kv_heads": 2, "qk_norm": {"type": "layernorm"}, "qk_norm_scope": "projection"},
     )
 
 
