@@ -6,6 +6,7 @@ recipe is short for ``block.norm_position``). ``f`` is a sub-layer (attention, F
     pre       x + f(n(x))            GPT-2, Llama, ViT, T5
     post      n(x + f(x))            the original Transformer, BERT
     sandwich  x + n'(f(n(x)))        Gemma 2/3: a second norm on each sub-layer's output
+    parallel  x + a(n(x)) + m(n2(x))  GPT-NeoX, Pythia; with shared_norm x + a(n(x)) + m(n(x)): GPT-J, Falcon, Phi
 
 Each sub-layer has its own norms, built from the recipe's ``norm`` at the model's width.
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 __all__ = ["Block", "BlockConfig", "NormPosition"]
@@ -33,8 +34,27 @@ class BlockConfig(BaseModel):
         "pre", description="pre: x + f(n(x)); post: n(x + f(x)); sandwich: x + n'(f(n(x)))."
     )
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"norm_position": "post"}, {"norm_position": "sandwich"})
+    parallel: bool = Field(False, description="Attention and FFN both read the block's input; outputs are added.")
+    shared_norm: bool = Field(False, description="parallel: one norm feeds attention and FFN (GPT-J, Falcon).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"norm_position": "post"},
+        {"norm_position": "sandwich"},
+        {"parallel": True},
+        {"parallel": True, "shared_norm": True},
+    )
     """Layouts the contract tests of ``zoo.testing`` build a model with."""
+
+    @model_validator(mode="after")
+    def _parallel_is_pre_norm(self) -> BlockConfig:
+        if self.parallel and self.norm_position != "pre":
+            raise ValueError(
+                f"a parallel block normalises its input (pre-norm), not norm_position {self.norm_position}"
+            )
+        if self.shared_norm and not self.parallel:
+            raise ValueError("shared_norm needs parallel: true (a sequential block normalises each input anew)")
+        return self
 
     @property
     def pre_norm(self) -> bool:
@@ -55,6 +75,9 @@ class Block(nn.Module):
         norm: builds one norm (called once per norm the layout needs).
         cross_attention: attention over the encoder output (encoder-decoder decoders), or None.
         norm_position: ``pre``, ``post`` or ``sandwich`` (see the module docstring).
+        parallel: every sub-layer reads the block's input ``x`` (through its own norm) and their outputs are
+            added to ``x`` together; pre-norm only.
+        shared_norm: with ``parallel``, the attention's norm feeds the FFN too (there is no ``ffn_norm``).
         dropout: on each sub-layer's output, before it joins the stream.
     """
 
@@ -66,12 +89,16 @@ class Block(nn.Module):
         norm: Callable[[], nn.Module],
         cross_attention: nn.Module | None = None,
         norm_position: NormPosition = "pre",
+        parallel: bool = False,
+        shared_norm: bool = False,
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
         if norm_position not in ("pre", "post", "sandwich"):
             raise ValueError(f"norm_position must be pre, post or sandwich, not {norm_position!r}")
+        BlockConfig(norm_position=norm_position, parallel=parallel, shared_norm=shared_norm)  # the same rules
         self.norm_position = norm_position
+        self.parallel = parallel
         sandwich = norm_position == "sandwich"
         self.attention_norm = norm()
         self.attention = attention
@@ -79,7 +106,7 @@ class Block(nn.Module):
         self.cross_attention_norm = norm() if cross_attention is not None else None
         self.cross_attention = cross_attention
         self.cross_attention_post_norm = norm() if sandwich and cross_attention is not None else None
-        self.ffn_norm = norm()
+        self.ffn_norm = None if shared_norm else norm()
         self.ffn = ffn
         self.ffn_post_norm = norm() if sandwich else None
         self.dropout = nn.Dropout(dropout)
@@ -112,6 +139,14 @@ class Block(nn.Module):
     ) -> torch.Tensor:
         """``x`` (N, L, E) -> (N, L, E). ``mask``, ``positions``, ``pos`` and ``cache`` go to the
         self-attention; ``context`` (N, S, E), ``context_mask`` and ``cross_cache`` to the cross-attention."""
+        if self.parallel:
+            h = self.attention_norm(x)
+            out = self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache)
+            if self.cross_attention is not None:
+                c = self.cross_attention_norm(x)
+                out = out + self.cross_attention(c, context=context, mask=context_mask, cache=cross_cache)
+            out = out + self.ffn(h if self.ffn_norm is None else self.ffn_norm(x))
+            return x + self.dropout(out)
         x = self._residual(
             x,
             self.attention_norm,

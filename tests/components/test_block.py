@@ -1,0 +1,82 @@
+"""The block's layouts: each is its formula, and the recipe refuses the combinations that have none."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import zoo
+from zoo.components.block import Block
+
+E = 16
+
+
+class Scale(nn.Module):
+    """A stand-in sub-layer / norm whose output says which one ran: x * factor."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x, **_):
+        return x * self.factor
+
+
+def block(**layout) -> Block:
+    norms = iter([Scale(f) for f in (2.0, 3.0, 5.0, 7.0)])
+    return Block(attention=Scale(11.0), ffn=Scale(13.0), norm=lambda: next(norms), **layout)
+
+
+@pytest.mark.parametrize(
+    "layout,formula",
+    [
+        ({}, lambda x: (x + 11 * 2 * x) + 13 * 3 * (x + 11 * 2 * x)),  # pre: norms 2 (attention), 3 (ffn)
+        ({"norm_position": "post"}, lambda x: 3 * ((2 * (x + 11 * x)) + 13 * 2 * (x + 11 * x))),
+        ({"parallel": True}, lambda x: x + 11 * 2 * x + 13 * 3 * x),  # GPT-NeoX: two norms of the same x
+        ({"parallel": True, "shared_norm": True}, lambda x: x + 11 * 2 * x + 13 * 2 * x),  # GPT-J: one norm
+    ],
+)
+def test_each_layout_is_its_formula(layout, formula):
+    x = torch.randn(2, 3, E)
+    torch.testing.assert_close(block(**layout)(x), formula(x))
+
+
+def test_sandwich_normalises_each_sublayer_output_too():
+    # Norm order of construction: attention 2, attention_post 3, ffn 5, ffn_post 7.
+    x = torch.randn(2, 3, E)
+    h = x + 3 * (11 * (2 * x))
+    torch.testing.assert_close(block(norm_position="sandwich")(x), h + 7 * (13 * (5 * h)))
+
+
+def test_shared_norm_has_no_ffn_norm_and_fewer_parameters():
+    two = zoo.build("gpt-tiny", block={"parallel": True})
+    one = zoo.build("gpt-tiny", block={"parallel": True, "shared_norm": True})
+    assert one.blocks[0].ffn_norm is None and two.blocks[0].ffn_norm is not None
+    assert zoo.count_parameters(two) - zoo.count_parameters(one) == len(two.blocks) * 2 * 64  # LayerNorm 2E
+
+
+@torch.no_grad()
+def test_parallel_decoder_decodes_through_its_cache():
+    torch.manual_seed(0)
+    model = zoo.build("gpt-tiny", block={"parallel": True, "shared_norm": True}).eval()
+    x = torch.randint(0, 256, (2, 9))
+    cache = model.new_cache(2, 9)
+    steps = [model(x[:, :4], cache=cache).logits] + [model(x[:, t : t + 1], cache=cache).logits for t in range(4, 9)]
+    torch.testing.assert_close(torch.cat(steps, 1), model(x).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "block_options,message",
+    [
+        (
+            {"parallel": True, "norm_position": "post"},
+            "a parallel block normalises its input (pre-norm), not norm_position post",
+        ),
+        ({"shared_norm": True}, "shared_norm needs parallel: true (a sequential block normalises each input anew)"),
+    ],
+)
+def test_layouts_without_a_formula_are_refused(block_options, message):
+    with pytest.raises(zoo.RecipeError) as err:
+        zoo.load_recipe("gpt-tiny", block=block_options)
+    assert f"block: {message}" in str(err.value)
