@@ -28,6 +28,7 @@ FORMULAS = {
     "gelu": F.gelu,
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
     "silu": F.silu,
+    "identity": lambda t: t,
 }
 
 GATED = [(SwiGLU, SwiGLUConfig, "silu"), (GeGLU, GeGLUConfig, "gelu"), (ReGLU, ReGLUConfig, "relu")]
@@ -212,3 +213,14 @@ def test_geglu_tanh_approximation_is_the_tanh_gelu():
     gate = torch.nn.functional.gelu(exact.gate_proj(x), approximate="tanh")
     torch.testing.assert_close(approx(x), exact.down_proj(gate * exact.up_proj(x)))
     assert not torch.allclose(approx(x), exact(x))
+
+
+def test_bilinear_glu_multiplies_the_gate_without_an_activation():
+    from zoo.components.ffn import Bilinear, BilinearConfig
+
+    torch.manual_seed(0)
+    module = Bilinear(8, **BilinearConfig(hidden=16, bias=True).arguments())
+    x = torch.randn(2, 3, 8)
+    expected = module.down_proj(module.gate_proj(x) * module.up_proj(x))
+    torch.testing.assert_close(module(x), expected, rtol=0, atol=0)
+    assert sum(p.numel() for p in module.parameters()) == 3 * 8 * 16 + 2 * 16 + 8

@@ -26,13 +26,14 @@ from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
 from zoo.registry import preset
 
-Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "identity"]
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,  # exact (erf) GELU, as in BERT and GeGLU
     "gelu_tanh": functools.partial(nn.GELU, approximate="tanh"),  # GPT-2's approximation
     "silu": nn.SiLU,
+    "identity": nn.Identity,  # no activation: the bilinear GLU
 }
 """Activation name -> zero-argument constructor of the activation module."""
 
@@ -104,7 +105,7 @@ def gated_hidden(d_model: int, multiple_of: int = 256) -> int:
 class GatedMLP(nn.Module):
     """Gated FFN: down_proj(act(gate_proj(x)) * up_proj(x)) (GLU variants, Shazeer 2020).
 
-    ``SwiGLU``, ``GeGLU`` and ``ReGLU`` are presets of this module: the activation fixed by their name.
+    ``SwiGLU``, ``GeGLU``, ``ReGLU`` and ``Bilinear`` are presets of this module: the activation fixed by their name.
 
     Args:
         d_model: width E of the input and output.
@@ -154,6 +155,11 @@ GeGLU = preset(
     activation="gelu",
 )
 ReGLU = preset(GatedMLP, "ReGLU FFN: down_proj(relu(gate_proj(x)) * up_proj(x)).", activation="relu")
+Bilinear = preset(
+    GatedMLP,
+    "Bilinear GLU FFN: down_proj(gate_proj(x) * up_proj(x)), no activation (Shazeer 2020).",
+    activation="identity",
+)
 
 
 class MLPConfig(ComponentConfig):
@@ -218,9 +224,16 @@ class ReGLUConfig(GatedConfig):
     type: Literal["reglu"] = "reglu"
 
 
+class BilinearConfig(GatedConfig):
+    """Bilinear GLU: the gate multiplies without an activation."""
+
+    type: Literal["bilinear"] = "bilinear"
+
+
 @hookimpl
 def register_components(register):
     register("ffn", "mlp", MLP, MLPConfig)
     register("ffn", "swiglu", SwiGLU, SwiGLUConfig)
     register("ffn", "geglu", GeGLU, GeGLUConfig)
     register("ffn", "reglu", ReGLU, ReGLUConfig)
+    register("ffn", "bilinear", Bilinear, BilinearConfig)
