@@ -164,6 +164,8 @@ def _memory(s: Any) -> Any:
         t.add_row(f"KV cache, batch {m.batch} x {m.seq_len} tokens", size(m.kv_bytes_for_batch))
     else:
         t.add_row("KV cache", "none (no causal stack)")
+    if m.state_bytes_per_sequence is not None:
+        t.add_row("recurrent state per sequence (bf16, any length)", size(m.state_bytes_per_sequence))
     if m.cross_kv_bytes_per_source_token is not None:
         t.add_row("cross-attention K/V per source token (bf16)", f"{m.cross_kv_bytes_per_source_token:,} B")
     t.add_row(f"activations, batch {m.batch} x {m.seq_len} tokens", size(m.activation_bytes))

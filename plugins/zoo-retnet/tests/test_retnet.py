@@ -156,3 +156,12 @@ def test_recipe_trains_with_zoo_train_and_generates_with_zoo_generate(tmp_path):
     assert [len(t) for t in cached.tokens] == [30, 30]
     # Two layers of one (N=2, H=4, D=16, Dv=32) float32 state each, however many tokens were decoded.
     assert cached.stats.cache_bytes == 2 * (2 * 4 * 16 * 32 * 4)
+
+
+def test_summary_declares_a_fixed_state_per_sequence_and_no_kv_cache():
+    from zoo.analysis import summarize
+
+    short, long = (summarize("retnet-tiny", seq_len=n, torchinfo=False).memory for n in (16, 128))
+    # Two layers of one (H=4, D=16, Dv=32) state each, in bf16, whatever the length.
+    assert short.state_bytes_per_sequence == long.state_bytes_per_sequence == 2 * 4 * 16 * 32 * 2
+    assert short.kv_bytes_per_token == 0 and long.kv_bytes_for_batch == 0
