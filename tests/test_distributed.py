@@ -81,7 +81,8 @@ def test_ddp_on_two_processes_matches_one_process(tmp_path, name):
         if name != "moe-tiny":  # (MoE: the different balancing loss moves router weights measurably)
             torch.testing.assert_close(tensor, single.model.state_dict()[key], rtol=1e-3, atol=1e-5)
     # A checkpoint written by two processes resumes in one.
-    resumed = train(name, out=run, resume=True, device="cpu", **{**SETTINGS, "train.steps": 8})
+    more = {**SETTINGS, "train.steps": 8}  # and parallel: auto (one process) instead of ddp: changes to allow
+    resumed = train(name, out=run, resume=True, allow_changes=True, device="cpu", **more)
     assert resumed.step == 8 and [r["step"] for r in records(run, "train")] == list(range(1, 9))
 
 

@@ -260,13 +260,13 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch)
 
     monkeypatch.setattr(torch, "save", dying_save)
     with pytest.raises(Crash):
-        train("gpt-tiny", out=run, resume=True, **fast(3, **{"train.checkpoint_interval": 1}))
+        train("gpt-tiny", out=run, resume=True, allow_changes=True, **fast(3, **{"train.checkpoint_interval": 1}))
     monkeypatch.undo()
     assert ckpt.latest_checkpoint(run).name == "step-00000002"
     assert load_run(run).step == 2
     (run / "checkpoints" / ".tmp-step-00000003-leftover").mkdir()  # what a SIGKILL would leave behind
     assert ckpt.latest_checkpoint(run).name == "step-00000002"
-    train("gpt-tiny", out=run, resume=True, **fast(3, **{"train.checkpoint_interval": 1}))
+    train("gpt-tiny", out=run, resume=True, allow_changes=True, **fast(3, **{"train.checkpoint_interval": 1}))
     assert ckpt.latest_checkpoint(run).name == "step-00000003"
     assert not list((run / "checkpoints").glob(".tmp-*"))
 
@@ -299,7 +299,7 @@ def test_sigkill_at_any_moment_then_resume(tmp_path):
         zoo.load(last)  # every file of the newest complete checkpoint is whole
         ckpt.read_training_state(last)
     step = int(ckpt.latest_checkpoint(run).name.removeprefix("step-"))
-    resumed = train("gpt-tiny", out=run, resume=True, **{**settings, "train.steps": step + 2})
+    resumed = train("gpt-tiny", out=run, resume=True, allow_changes=True, **{**settings, "train.steps": step + 2})
     assert resumed.step == step + 2
     steps = [r["step"] for r in read_metrics(run) if r["split"] == "train"]
     assert steps == list(range(1, step + 3))  # one record per step: nothing lost, nothing twice
@@ -358,7 +358,7 @@ def test_class_count_mismatch_is_an_error(tmp_path):
 
 def test_resume_refuses_a_checkpoint_of_another_recipe(tmp_path):
     train("gpt-tiny", out=tmp_path / "run", **fast(2))
-    with pytest.raises(TrainError, match=r"different recipe(.|\n)*d_model: checkpoint 64, recipe 32"):
+    with pytest.raises(TrainError, match=r"different recipe(.|\n)*d_model: 64 → 32"):
         train("gpt-tiny", out=tmp_path / "run", resume=True, d_model=32, **fast(4))
     with pytest.raises(TrainError, match="already holds a run .* pass --resume"):
         train("gpt-tiny", out=tmp_path / "run", **fast(4))

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from zoo.limits import count_argument
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Runs one command and reports its wall time and its peak RSS: the probe's only child is the command.
@@ -56,7 +58,7 @@ def imports_torch(argv: list[str]) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="runs per command (default 3)")
+    parser.add_argument("--repeat", type=count_argument(1, 100_000), default=3, help="runs per command (default 3)")
     args = parser.parse_args()
 
     zoo = zoo_command()

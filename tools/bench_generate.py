@@ -22,6 +22,7 @@ from torch import nn
 
 import zoo
 from zoo.generate import generate
+from zoo.limits import count_argument
 
 VOCAB, D_MODEL, LAYERS, HEADS, HIDDEN, MAX_LEN = 8192, 256, 4, 4, 1024, 2048
 HEAD_DIM = D_MODEL // HEADS
@@ -95,8 +96,8 @@ def best_time(run, rounds: list[float]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--rounds", type=count_argument(1, 100_000), default=5)
+    parser.add_argument("--new-tokens", type=count_argument(1, 100_000), default=256)
     args = parser.parse_args()
     new = args.new_tokens
     torch.manual_seed(0)

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.limits import count_argument
 from zoo.recipe import load_recipe
 from zoo.train.loop import Trainer
 
@@ -155,8 +156,10 @@ def train_flops_per_token() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
-    parser.add_argument("--steps", type=int, default=4, help="training steps per round and model")
+    parser.add_argument("--rounds", type=count_argument(1, 100_000), default=5, help="interleaved timing rounds")
+    parser.add_argument(
+        "--steps", type=count_argument(1, 100_000), default=4, help="training steps per round and model"
+    )
     parser.add_argument("--compile", action="store_true", help="also time train.compile (takes a minute)")
     args = parser.parse_args()
     torch.manual_seed(0)

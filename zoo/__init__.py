@@ -29,6 +29,7 @@ __all__ = [
     "UnknownComponentError",
     "ZooError",
     "build",
+    "check_buildable",
     "list_components",
     "count_parameters",
     "from_hf",
@@ -42,6 +43,7 @@ __all__ = [
 
 _LAZY = {
     "build": "zoo.builder",
+    "check_buildable": "zoo.builder",
     "count_parameters": "zoo.builder",
     "load_recipe": "zoo.recipe",
     "Recipe": "zoo.recipe",
@@ -58,7 +60,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .builder import build, count_parameters
+    from .builder import build, check_buildable, count_parameters
     from .checkpoint import load, save
     from .config import BuildContext, ComponentConfig, Spec
     from .cost import Cost

@@ -8,6 +8,7 @@ looks at it.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -48,17 +49,22 @@ class _Maker:
 
     def __call__(self, kind: str, config: ComponentConfig, ctx: BuildContext, *, nested: bool = False) -> nn.Module:
         component = self.registry.get(kind, config.type)
-        specs = spec_fields(component.config)
-        kwargs: dict[str, Any] = config.arguments()
-        for name, nested_kind in specs.items():
-            if kwargs.get(name) is not None:
-                kwargs[name] = partial(self._nested, nested_kind, kwargs[name], ctx)
-        for key, value in ctx.as_kwargs(component.accepts).items():
-            kwargs.setdefault(key, value)
         try:
+            specs = spec_fields(component.config)
+            kwargs: dict[str, Any] = config.arguments()
+            for name, nested_kind in specs.items():
+                if kwargs.get(name) is not None:
+                    kwargs[name] = partial(self._nested, nested_kind, kwargs[name], ctx)
+            for key, value in ctx.as_kwargs(component.accepts).items():
+                kwargs.setdefault(key, value)
             module = component.factory(ctx.d_model, **kwargs)
-        except (ValueError, TypeError, RuntimeError) as exc:
-            raise RecipeError(f"{kind} '{config.type}' (plugin '{component.plugin}') failed to build: {exc}") from exc
+        except RecipeError:
+            raise  # a nested component's, which names itself
+        except BaseException as exc:  # noqa: BLE001 - whatever a plugin's factory raises is its failure to build
+            _not_an_interrupt(exc)
+            raise RecipeError(
+                f"{kind} '{config.type}' (plugin '{component.plugin}') failed to build: {_raised(exc)}"
+            ) from exc
         if not isinstance(module, nn.Module):
             raise RecipeError(
                 f"{kind} '{config.type}' (plugin '{component.plugin}'): its factory returned "
@@ -128,9 +134,138 @@ def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
         raise RecipeError(str(exc)) from None
 
 
+def parse_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a ``torch.device`` (default the CPU); ``RecipeError`` for a name torch does not know or a
+    CUDA device where CUDA is not available."""
+    if device is None:
+        return torch.device("cpu")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise RecipeError(f"unknown device {device!r}: {exc}") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise RecipeError(f"device {str(parsed)!r}: CUDA is not available here; use device='cpu' or 'meta'")
+    return parsed
+
+
 def count_parameters(model: nn.Module) -> int:
     """Parameters counted once each (a tied embedding and LM head share one tensor)."""
     return sum(p.numel() for p in model.parameters())
+
+
+def _not_an_interrupt(exc: BaseException) -> None:
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        raise exc
+
+
+def _raised(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of the model's parameters and buffers (each tensor once), as its dtypes store them."""
+    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def available_memory(device: str | torch.device) -> int | None:
+    """Bytes that a model built on ``device`` may take: free CUDA memory (``torch.cuda.mem_get_info``), or for
+    the CPU psutil's available memory (else ``MemAvailable`` of ``/proc/meminfo``, and at most what the
+    cgroup limit leaves). None when it cannot be known (other devices, other systems)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(device)[0])
+        except Exception:  # noqa: BLE001 - no CUDA, or a device that cannot say: not known
+            return None
+    if device.type != "cpu":
+        return None
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    found: list[int] = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            used = int(f.read().strip())
+        if limit.isdigit():
+            found.append(max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError  # unreachable
+
+
+def _assemble(recipe: Recipe, registry: Registry, device: torch.device, dtype: torch.dtype | None) -> nn.Module:
+    """The module tree of ``recipe`` on ``device`` (weights not yet initialised), provenance recorded."""
+    maker = _Maker(registry)
+    architecture = registry.get("architecture", recipe.architecture)
+    skip_init = _SkipInitOnMeta() if device.type == "meta" else contextlib.nullcontext()
+    with device, _default_dtype(dtype), skip_init:
+        try:
+            model = architecture.factory(recipe, maker)
+        except RecipeError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - an architecture's code (a plugin's, possibly)
+            _not_an_interrupt(exc)
+            raise RecipeError(
+                f"architecture '{recipe.architecture}' (plugin '{architecture.plugin}') failed to build: {_raised(exc)}"
+            ) from exc
+    if not isinstance(model, nn.Module):
+        raise RecipeError(
+            f"architecture '{recipe.architecture}' (plugin '{architecture.plugin}'): its factory returned "
+            f"{type(model).__name__}, not a torch.nn.Module"
+        )
+    maker.made[id(model)] = Provenance("architecture", recipe.architecture, architecture.plugin)
+    model.recipe = recipe
+    model.zoo_components = {path: maker.made[id(m)] for path, m in model.named_modules() if id(m) in maker.made}
+    return model
+
+
+def _check_fits(recipe: Recipe, registry: Registry, device: torch.device, dtype: torch.dtype | None) -> None:
+    """Refuse, before allocating anything, a model whose weights need more memory than ``device`` has free."""
+    have = available_memory(device)
+    if have is None:
+        return
+    need = weight_bytes(_assemble(recipe, registry, torch.device("meta"), dtype))
+    if need > have:
+        where = "the CPU" if device.type == "cpu" else str(device)
+        raise RecipeError(
+            f"the weights of '{recipe.name}' need {_size(need)} but {where} has {_size(have)} available; "
+            'build it on the meta device to inspect it without memory (device="meta", --device meta), '
+            "or choose a smaller recipe or dtype",
+            source=recipe.name,
+        )
+
+
+def check_buildable(recipe: str | os.PathLike | Mapping[str, Any] | Recipe, **overrides: Any) -> Recipe:
+    """The validated recipe, after every check that ``build`` makes: validation, then building it on the meta
+    device (no memory), so that a factory's refusal or a mismatched ``expect`` is a ``RecipeError`` too.
+
+    ``zoo validate`` calls this: a recipe it accepts, ``zoo build`` builds.
+    """
+    if not isinstance(recipe, Recipe) or overrides:
+        recipe = load_recipe(recipe, **overrides)
+    build(recipe, device="meta")
+    return recipe
 
 
 def build(
@@ -142,24 +277,25 @@ def build(
 ) -> nn.Module:
     """Build the model a recipe describes: a path, a recipe name, a dict or a ``Recipe``.
 
-    ``device="meta"`` builds the structure without allocating weights (for sizing huge recipes).
-    ``overrides`` use dotted or double-underscore keys (``attention__num_heads=4``).
+    ``device="meta"`` builds the structure without allocating weights (for sizing huge recipes). On any other
+    device, a model whose weights (counted from a meta build) need more memory than the device has available
+    is refused before anything is allocated. ``overrides`` use dotted or double-underscore keys
+    (``attention__num_heads=4``).
     """
     if not isinstance(recipe, Recipe) or overrides:
         recipe = load_recipe(recipe, **overrides)
     torch_dtype = parse_dtype(dtype)
     registry = get_registry()
-    maker = _Maker(registry)
-    architecture = registry.get("architecture", recipe.architecture)
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    skip_init = _SkipInitOnMeta() if device.type == "meta" else contextlib.nullcontext()
-    with device, _default_dtype(torch_dtype), skip_init:
-        model = architecture.factory(recipe, maker)
-    maker.made[id(model)] = Provenance("architecture", recipe.architecture, architecture.plugin)
-    model.recipe = recipe
-    model.zoo_components = {path: maker.made[id(m)] for path, m in model.named_modules() if id(m) in maker.made}
+    device = parse_device(device)
     if device.type != "meta":
-        init_weights(model, set(model.zoo_components), std=recipe.init_std, num_layers=recipe.num_layers)
+        _check_fits(recipe, registry, device, torch_dtype)
+    model = _assemble(recipe, registry, device, torch_dtype)
+    if device.type != "meta":
+        try:
+            init_weights(model, set(model.zoo_components), std=recipe.init_std, num_layers=recipe.num_layers)
+        except BaseException as exc:  # noqa: BLE001 - a component's reset_parameters (a plugin's, possibly)
+            _not_an_interrupt(exc)
+            raise RecipeError(f"initialising the weights of '{recipe.name}' failed: {_raised(exc)}") from exc
     if recipe.expect is not None and recipe.expect.parameters is not None:
         actual = count_parameters(model)
         if actual != recipe.expect.parameters:

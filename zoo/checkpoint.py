@@ -1,23 +1,37 @@
-"""Save a built model as (resolved recipe, weights) and load it back bit for bit."""
+"""Save a built model as (resolved recipe, weights) and load it back bit for bit.
+
+A saved folder holds ``recipe.yaml``, ``model.safetensors`` and ``checksums.json`` (the sha256 of the
+weights). Every file is read defensively: an empty, truncated or pickled weights file, invalid JSON, a
+torch file that holds code, weights that do not match their checksum or do not fit their recipe are each
+a ``CheckpointError`` naming the file and what is wrong. Folders saved before checksums existed still load.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import pickle
+import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
 from .dtypes import from_safetensors
-from .errors import RecipeError
+from .errors import CheckpointError, RecipeError, ZooError
 
 RECIPE_FILE = "recipe.yaml"
 WEIGHTS_FILE = "model.safetensors"
+CHECKSUMS_FILE = "checksums.json"
+"""``{"sha256": {file name: hex digest}}`` of a folder written by ``save``."""
+CHECKSUM_RECORDS = (CHECKSUMS_FILE, "run.json")
+"""The files that may record the sha256 of the files beside them (a training checkpoint's is run.json)."""
 
 
 def atomic_write(path: Path, write: Any) -> None:
@@ -34,7 +48,176 @@ def atomic_write(path: Path, write: Any) -> None:
 
 
 def dump_recipe(data: dict[str, Any]) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+    """The recipe as YAML that the recipe loader reads back as the same data (a string like "1e-3" stays one)."""
+    from .recipe import dump_yaml
+
+    return dump_yaml(data)
+
+
+# ---------------------------------------------------------------------------------------------- reading safely
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_json(path: Path, *, error: type[ZooError] = CheckpointError) -> dict[str, Any]:
+    """The JSON object in ``path``; damaged, truncated or non-object contents are an ``error`` naming it."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise error(f"{path} is not text (not UTF-8): the file is damaged or of another kind") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{path} is not valid JSON ({exc}): the file is damaged or truncated") from None
+    if not isinstance(data, dict):
+        raise error(f"{path} must hold a JSON object, not a {type(data).__name__}")
+    return data
+
+
+def recorded_checksums(directory: Path) -> tuple[dict[str, str], Path | None]:
+    """``({file name: sha256}, the file recording them)`` of a folder; ``({}, None)`` when none is recorded."""
+    for name in CHECKSUM_RECORDS:
+        record = Path(directory) / name
+        if record.is_file():
+            sums = read_json(record).get("sha256")
+            if isinstance(sums, dict):
+                return {str(k): str(v) for k, v in sums.items()}, record
+    return {}, None
+
+
+def verify_checksum(path: Path, expected: str | None, record: Path | None, *, error: type[ZooError] = CheckpointError):
+    """Refuse ``path`` when its sha256 is not ``expected`` (None: nothing recorded, nothing to check)."""
+    if expected is not None and sha256_file(path) != expected:
+        raise error(
+            f"{path}: {Path(path).name} does not match its checksum (the sha256 recorded in "
+            f"{record.name if record else 'its metadata'}): flipped bytes or a swapped file"
+        )
+
+
+def verify_recorded(directory: Path, *names: str) -> None:
+    """Check each named file of ``directory`` against the checksum its folder records, if any."""
+    sums, record = recorded_checksums(directory)
+    for name in names:
+        if (Path(directory) / name).is_file():
+            verify_checksum(Path(directory) / name, sums.get(name), record)
+
+
+def _not_safetensors(path: Path) -> str:
+    """Why ``path`` cannot be a safetensors file, from its first bytes."""
+    with Path(path).open("rb") as f:
+        head = f.read(8)
+    if not head:
+        return "it is empty (0 bytes): the write was interrupted, or the file was truncated"
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive (a torch.save file?), not safetensors"
+    if head[:1] == b"\x80":
+        return "it is a Python pickle (a torch.save file?), not safetensors"
+    return ""
+
+
+def safetensors_header(path: Path, *, error: type[ZooError] = CheckpointError) -> dict[str, tuple[str, tuple]]:
+    """``{tensor name: (dtype, shape)}`` of a safetensors file, its data unread; a bad file is an ``error``."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
+    except SafetensorError as exc:
+        # Only a file safetensors refused is diagnosed: a valid header's length may start with any byte.
+        reason = _not_safetensors(path) or f"{exc}; the file is truncated, damaged or of another format"
+    raise error(f"{path} is not a readable safetensors file: {reason}")
+
+
+def read_safetensors(
+    path: Path, *, sha256: str | None = None, record: Path | None = None, error: type[ZooError] = CheckpointError
+) -> dict[str, torch.Tensor]:
+    """Every tensor of a safetensors file on the CPU, after its header and (when given) checksum are checked."""
+    from safetensors.torch import load_file
+
+    safetensors_header(path, error=error)
+    verify_checksum(path, sha256, record, error=error)
+    try:
+        return load_file(str(path), device="cpu")
+    except SafetensorError as exc:
+        raise error(f"{path} is not a readable safetensors file: {exc}") from None
+
+
+def read_torch_file(path: Path, *, error: type[ZooError] = CheckpointError) -> Any:
+    """``torch.load(weights_only=True)`` of ``path``: a file holding code is refused, a damaged one named."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except OSError:
+        raise
+    except pickle.UnpicklingError as exc:
+        if "weights only" not in str(exc).lower():
+            raise error(f"{path} cannot be read ({_first_line(exc)}): the file is truncated or damaged") from None
+        found = re.search(r"Unsupported (?:global|operand)[^\n]*", str(exc))
+        detail = f" ({found.group(0).rstrip('.')})" if found else ""
+        raise error(
+            f"{path} is refused: it holds Python objects other than tensors{detail}, and loading them could run "
+            "code. Only plain tensors and containers of them are read (torch.load weights_only=True)"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - torch reports a damaged archive with many exception types
+        raise error(
+            f"{path} cannot be read as a torch file ({type(exc).__name__}: {_first_line(exc)}): "
+            "the file is truncated or damaged"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def tied_aliases(model: nn.Module) -> dict[str, str]:
+    """``{alias: kept_name}`` for parameters shared under several names (a tied LM head).
+
+    The kept name is the alphabetically first, the same one ``safetensors.torch.save_model`` keeps.
+    """
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    aliases = {}
+    for group in names.values():
+        kept, *others = sorted(group)
+        aliases.update({other: kept for other in others})
+    return aliases
+
+
+def check_fits(
+    model: nn.Module, shapes: Mapping[str, tuple], *, weights: Path, recipe: Path | str = RECIPE_FILE
+) -> None:
+    """Refuse weights (``{name: shape}``) that do not fit ``model``: every missing, unexpected and
+    mis-shaped tensor named, in one ``CheckpointError``. A tied tensor may be stored under any of its names."""
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    groups: dict[str, set[str]] = {}
+    for alias, kept in tied_aliases(model).items():
+        groups.setdefault(kept, {kept}).add(alias)
+    for group in list(groups.values()):
+        for name in group:
+            groups[name] = group
+    problems = []
+    missing = [n for n in expected if n not in shapes and not (groups.get(n, set()) & set(shapes))]
+    unexpected = [n for n in shapes if n not in expected]
+    for name, shape in shapes.items():
+        if name in expected and tuple(shape) != expected[name]:
+            problems.append(f"{name}: shape {tuple(shape)} in the file, {expected[name]} in the model")
+    if missing:
+        problems.append(f"missing from the file: {_names(missing)}")
+    if unexpected:
+        problems.append(f"not in the model: {_names(unexpected)}")
+    if problems:
+        shown = problems[:8] + ([f"... and {len(problems) - 8} more"] if len(problems) > 8 else [])
+        raise CheckpointError(
+            f"{weights} does not fit the model of {recipe} (weights or recipe of another model?):\n  "
+            + "\n  ".join(shown)
+        )
+
+
+def _names(names: list[str], limit: int = 6) -> str:
+    return ", ".join(names[:limit]) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
 
 
 def save(model: nn.Module, directory: str | Path) -> Path:
@@ -46,25 +229,37 @@ def save(model: nn.Module, directory: str | Path) -> Path:
         raise ValueError("a model built on the meta device has no weights to save; build it on cpu or cuda")
     directory = Path(directory)
     atomic_write(directory / WEIGHTS_FILE, lambda tmp: save_model(model, str(tmp)))
+    sums = json.dumps({"sha256": {WEIGHTS_FILE: sha256_file(directory / WEIGHTS_FILE)}}, indent=1)
+    atomic_write(directory / CHECKSUMS_FILE, lambda tmp: tmp.write_text(sums, encoding="utf-8"))
     atomic_write(directory / RECIPE_FILE, lambda tmp: tmp.write_text(dump_recipe(recipe.to_dict()), encoding="utf-8"))
     return directory
 
 
 def load(directory: str | Path, *, device: str | torch.device | None = None) -> nn.Module:
-    """The model ``save`` wrote: same recipe, identical weights."""
+    """The model ``save`` wrote: same recipe, identical weights.
+
+    Raises:
+        RecipeError: no recipe, or an invalid one.
+        CheckpointError: weights that are damaged, do not match their checksum or do not fit the recipe.
+    """
     from .builder import build
 
     directory = Path(directory)
     recipe_path, weights = directory / RECIPE_FILE, directory / WEIGHTS_FILE
     if not recipe_path.is_file():
         raise RecipeError(f"no {RECIPE_FILE} in {directory}: not a directory written by zoo build --out / zoo.save")
-    dtype = None
+    header = None
     if weights.is_file():
-        with safe_open(str(weights), framework="pt") as f:
-            keys = list(f.keys())
-            # Build in the dtype the weights were saved in (a bf16 model comes back bf16, not upcast).
-            dtype = f.get_slice(keys[0]).get_dtype() if keys else None
+        header = safetensors_header(weights)
+        verify_recorded(directory, WEIGHTS_FILE)
+    else:
+        sums, record = recorded_checksums(directory)
+        if WEIGHTS_FILE in sums:  # saved with weights that are gone: never silently a random model
+            raise CheckpointError(f"{weights} is missing, though {record} records it: the folder is incomplete")
+    # Build in the dtype the weights were saved in (a bf16 model comes back bf16, not upcast).
+    dtype = next(iter(header.values()))[0] if header else None
     model = build(recipe_path, device=device, dtype=from_safetensors(dtype))
-    if weights.is_file():
+    if header is not None:
+        check_fits(model, {name: shape for name, (_, shape) in header.items()}, weights=weights, recipe=recipe_path)
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))
     return model

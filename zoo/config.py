@@ -14,22 +14,112 @@ the contract tests of ``zoo.testing`` build it with).
 
 from __future__ import annotations
 
+import functools
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 if TYPE_CHECKING:
     from .cost import Cost
 
 
-class ComponentConfig(BaseModel):
-    """Base of every component config: strict keys, immutable once validated."""
+POSITIONAL_STYLES: frozenset[str] = frozenset({"none", "embed", "rotate", "bias"})
+"""How a positional encoding reaches the model (``PositionalConfig.style``): not at all, added to the input
+(``embed``), rotating queries and keys (``rotate``) or as a score bias (``bias``)."""
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The types a field annotation admits: the members of a union, ``Annotated`` and ``Optional`` unwrapped."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return tuple(m for arg in typing.get_args(annotation) for m in _members(arg))
+    return (annotation,)
+
+
+def _takes_bool(member: Any) -> bool:
+    if member in (bool, Any, object):
+        return True
+    if typing.get_origin(member) is typing.Literal:
+        return any(isinstance(v, bool) for v in typing.get_args(member))
+    return isinstance(member, typing.TypeVar)
+
+
+def _numbers_only(members: tuple[Any, ...]) -> bool:
+    """True when a bool given for these types would be read as a number (pydantic turns ``True`` into 1)."""
+    return any(m in (int, float) for m in members) and not any(_takes_bool(m) for m in members)
+
+
+@functools.cache
+def _bool_refusal(model: type[BaseModel], field: str) -> tuple[bool, bool]:
+    """Whether ``field`` of ``model`` must refuse a boolean (as itself, as an item of a list or tuple)."""
+    info = model.model_fields.get(field)
+    if info is None:
+        return False, False
+    members = _members(info.annotation)
+    sequences = [m for m in members if typing.get_origin(m) in (list, tuple, set, frozenset)]
+    items = tuple(a for m in sequences for a in typing.get_args(m) if a is not Ellipsis)
+    return _numbers_only(members), bool(items) and _numbers_only(items)
+
+
+class StrictNumbers(BaseModel):
+    """Base of zoo's models of recipe data: every float finite, and no boolean read as a number.
+
+    pydantic would take ``inf`` / ``nan`` for any float (a learning rate, an epsilon) and read ``true`` as
+    ``1`` for an int (``num_layers: true``); both are refused here, for every field of every subclass (a
+    plugin's config included), with the field's path.
+    """
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, data: Any) -> Any:
+        # A model validator, not a field one: a field validator on ``type`` would break the discriminated
+        # unions of the JSON Schema. The errors keep the field's path all the same.
+        if not isinstance(data, Mapping):
+            return data
+        found = []
+        for name, value in data.items():
+            if not isinstance(name, str) or name not in cls.model_fields:
+                continue
+            scalar, items = _bool_refusal(cls, name)
+            if scalar and isinstance(value, bool):
+                found.append((name, value, "Input should be a number, not a boolean"))
+            elif items and isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value):
+                found.append((name, value, "Input should hold numbers, not booleans"))
+        if found:
+            raise ValidationError.from_exception_data(
+                cls.__name__,
+                [
+                    InitErrorDetails(type=PydanticCustomError("bool_for_number", message), loc=(name,), input=value)
+                    for name, value, message in found
+                ],
+            )
+        return data
+
+
+class ComponentConfig(StrictNumbers):
+    """Base of every component config: strict keys, finite floats, immutable once validated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     requires_causal: ClassVar[bool] = False
     """True for components that only work in a causal (decoder) stack."""
+
+    supports_cross: ClassVar[bool] = True
+    """An attention: False when it cannot serve as cross-attention (an encoder-decoder's decoder builds one
+    cross-attention per block from the block's attention config)."""
+
+    positional_styles: ClassVar[frozenset[str]] = POSITIONAL_STYLES
+    """An attention: the styles of positional encoding (``POSITIONAL_STYLES``) it applies; a recipe pairing it
+    with an encoding of another style (retention with ``alibi``'s score bias) is refused."""
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
     """Options (besides ``type``) that ``zoo.testing`` builds this component with, each a contract case.

@@ -71,3 +71,12 @@ class TrainError(ZooError):
 
     The message says what was found, where (file, step), and what to do about it.
     """
+
+
+class CheckpointError(ZooError, ValueError):
+    """A saved file that cannot be loaded as it is: truncated, empty, of another format, not matching its
+    checksum, or weights that do not fit their recipe. The message names the file and what is wrong."""
+
+
+class ArgumentError(ZooError, ValueError):
+    """A number (or other argument) outside the range a function accepts: names it, its range and the value."""

@@ -29,7 +29,11 @@ import torch
 from torch import nn
 
 from zoo.errors import TrainError
+from zoo.limits import MAX_SEED, check_float, check_int
 from zoo.recipe import position_limit, positions_fit
+
+MAX_NEW_TOKENS = 2**20
+"""The most tokens one call adds to a prompt."""
 
 
 @dataclass
@@ -71,8 +75,12 @@ def sample_next(
     ``temperature`` 0 is greedy (argmax). Otherwise the logits are divided by the temperature (below 1
     sharper, above 1 flatter), cut to the ``top_k`` most likely tokens and to the smallest set whose
     probability reaches ``top_p`` (nucleus), and a token is drawn from what is left.
+
+    Raises:
+        ArgumentError: a temperature that is negative or not finite, ``top_k`` < 1, ``top_p`` outside (0, 1].
     """
-    if temperature <= 0:
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+    if temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
     if top_k is not None and top_k < logits.size(-1):
@@ -86,6 +94,26 @@ def sample_next(
         logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     probs = logits.softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def check_sampling(
+    temperature: float, top_k: int | None, top_p: float | None
+) -> tuple[float, int | None, float | None]:
+    """The sampling settings, checked: temperature finite and >= 0, top_k >= 1, top_p in (0, 1]."""
+    temperature = check_float("temperature", temperature, low=0.0)
+    top_k = None if top_k is None else check_int("top_k", top_k, low=1, high=MAX_SEED)
+    top_p = None if top_p is None else check_float("top_p", top_p, low=0.0, high=1.0, low_open=True)
+    return temperature, top_k, top_p
+
+
+def check_generation(
+    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None, seed: int | None
+) -> None:
+    """Every number of a ``generate`` call in its range (``ArgumentError`` otherwise), before any work."""
+    check_int("max_new_tokens", max_new_tokens, low=1, high=MAX_NEW_TOKENS)
+    check_sampling(temperature, top_k, top_p)
+    if seed is not None:
+        check_int("seed", seed, low=0, high=MAX_SEED)
 
 
 def _left_pad(prompts: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -171,14 +199,15 @@ def generate(
         pad_token_id: the id used to pad prompts (masked out, never attended to).
 
     Raises:
+        ArgumentError: ``max_new_tokens`` outside 1 .. 2^20, a seed outside 0 .. 2^63 - 1, sampling settings
+            out of range (see ``sample_next``).
         TrainError: an empty prompt, a model that does not generate, or too many positions for the model.
     """
+    check_generation(max_new_tokens, temperature, top_k, top_p, seed)
     if isinstance(prompts, torch.Tensor):
         prompts = prompts.tolist()
     if not hasattr(model, "new_cache"):
         raise TrainError(f"{type(model).__name__} does not generate text: use a decoder or encoder-decoder model")
-    if max_new_tokens < 1:
-        raise TrainError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -346,9 +375,13 @@ def generate_text(
 
     ``run`` is a run directory, a checkpoint folder, or a ``zoo.train.Run``. A decoder continues each
     prompt; an encoder-decoder maps each prompt (the source) to its target and stops at [eos].
+
+    Raises:
+        ArgumentError: a number out of its range (checked before the run is loaded; see ``generate``).
     """
     from zoo.train.checkpoint import Run, load_run
 
+    check_generation(max_new_tokens, temperature, top_k, top_p, seed)
     if not isinstance(run, Run):
         run = load_run(run, device=device)
     if run.tokenizer is None:

@@ -40,7 +40,9 @@ __all__ = [
     "plugins",
     "recipe_files",
     "recipe_paths",
+    "recipe_sources",
     "register_plugin",
+    "report_recipe_problem",
     "reset",
     "unregister_plugin",
 ]
@@ -124,6 +126,16 @@ def _exception(exc: BaseException) -> str:
     return _one_line(f"{type(exc).__name__}: {exc}")
 
 
+def _not_an_interrupt(exc: BaseException) -> None:
+    """Re-raise ``exc`` when it is the user's interrupt; any other exception of a plugin is the plugin's failure.
+
+    A plugin that raises ``SystemExit`` at import (or in a hook) would otherwise end every zoo command with its
+    exit status and no message; ``KeyboardInterrupt`` and ``GeneratorExit`` are left to do what they mean.
+    """
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        raise exc
+
+
 def _fail(info: PluginInfo, error: str, cause: BaseException | None = None) -> None:
     """Record why ``info`` failed; warn in one line, or raise ``PluginError`` in strict mode."""
     info.error = _one_line(error)
@@ -172,8 +184,8 @@ def _probe(plugin: Any) -> dict[str, list[str]]:
     if callable(hook):
         try:
             hook(register=record)
-        except Exception:  # noqa: BLE001 - the plugin has already failed; keep what was recorded
-            pass
+        except BaseException as exc:  # noqa: BLE001 - the plugin has already failed; keep what was recorded
+            _not_an_interrupt(exc)
     return names
 
 
@@ -208,13 +220,15 @@ def _run_hooks(registry: Registry, info: PluginInfo, plugin: Any, attempted: dic
                 impl.function(register=register)
             except PluginError:
                 raise
-            except Exception as exc:
+            except BaseException as exc:
+                _not_an_interrupt(exc)
                 raise PluginError(f"register_components raised {_exception(exc)}") from exc
     for impl in pm.hook.register_recipes.get_hookimpls():
         if impl.plugin is plugin:
             try:
                 shipped = [Path(p) for p in (impl.function() or [])]
-            except Exception as exc:
+            except BaseException as exc:
+                _not_an_interrupt(exc)
                 raise PluginError(f"register_recipes raised {_exception(exc)}") from exc
             _add_recipes(info, shipped)
 
@@ -256,15 +270,20 @@ def _register_one(registry: Registry, info: PluginInfo, plugin: Any) -> None:
         _fail(info, f"the plugin name '{info.name}' is already taken by {taken}")
         return
     _plugins[info.name] = info
-    info.api = getattr(plugin, "ZOO_PLUGIN_API", None)
+    try:
+        info.api = getattr(plugin, "ZOO_PLUGIN_API", None)
+    except BaseException as exc:  # noqa: BLE001 - a module whose __getattr__ raises
+        _not_an_interrupt(exc)
+        _fail(info, f"reading ZOO_PLUGIN_API raised {_exception(exc)}", exc)
+        return
     if not info.builtin and info.api is not None and (type(info.api) is not int or info.api != PLUGIN_API_VERSION):
         _fail(info, f"declares plugin API version {info.api!r}; this zoo provides version {PLUGIN_API_VERSION}")
         return
     attempted: dict[str, list[str]] = {}
     try:
         _run_hooks(registry, info, plugin, attempted)
-    except Exception as exc:
-        if info.builtin:
+    except BaseException as exc:
+        if info.builtin or isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
             raise  # a broken built-in is a zoo bug, not something to work around
         _forget(registry, info.name)
         info.recipes.clear()
@@ -299,7 +318,8 @@ def load_plugins() -> Registry:
                 continue
             try:
                 plugin = ep.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's, not ours
+            except BaseException as exc:  # noqa: BLE001 - any import failure is the plugin's, not ours
+                _not_an_interrupt(exc)
                 _plugins.setdefault(ep.name, info)
                 _fail(info, _exception(exc), exc)
                 continue
@@ -347,6 +367,21 @@ def recipe_paths() -> list[Path]:
     """Recipe files and directories shipped by plugins (the built-in one ships ``recipes/``)."""
     load_plugins()
     return [path for _, path in _recipe_paths]
+
+
+def recipe_sources() -> list[tuple[str, Path]]:
+    """``(plugin, file or directory)`` for every recipe path shipped, in registration order."""
+    load_plugins()
+    return list(_recipe_paths)
+
+
+def report_recipe_problem(plugin: str, path: Path, problem: str) -> None:
+    """A recipe file that ``plugin`` ships cannot be read: one ``PluginWarning`` line (``PluginError`` in strict
+    mode); the recipe is left out of the named recipes, and everything else keeps working."""
+    message = f"plugin '{plugin}' ships recipe '{path.stem}' ({path}), which cannot be read: {_one_line(problem)}"
+    if _strict():
+        raise PluginError(f"{message} (ZOO_STRICT_PLUGINS is set)")
+    warnings.warn_explicit(f"{message}; skipped", PluginWarning, filename="zoo", lineno=0, module="zoo.plugins")
 
 
 def explain_unknown(kind: str, name: str, message: str) -> str:

@@ -51,12 +51,18 @@ def example_inputs(model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int
     generator = torch.Generator().manual_seed(0)
     family = input_family(model)
 
+    meta = device.type == "meta"  # shapes only: nothing is drawn or allocated, however large the batch
+
     def ids() -> torch.Tensor:
+        if meta:
+            return torch.empty((batch, seq_len), dtype=torch.long, device=device)
         return torch.randint(0, recipe.vocab_size or 1, (batch, seq_len), generator=generator).to(device)
 
     if family == "images":
         size = (batch, recipe.num_channels, recipe.image_size, recipe.image_size)
         dtype = next(model.parameters()).dtype
+        if meta:
+            return {"images": torch.empty(size, dtype=dtype, device=device)}
         return {"images": torch.randn(size, generator=generator).to(device=device, dtype=dtype)}
     if family == "source+target":
         return {"input_ids": ids(), "decoder_input_ids": ids()}

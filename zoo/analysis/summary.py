@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from zoo.builder import build
-from zoo.errors import ZooError
+from zoo.errors import ArgumentError, ZooError
+from zoo.limits import MAX_SIZE, check_int
 from zoo.recipe import Recipe, load_recipe
 
 from .flops import FlopEstimate, flop_estimate
@@ -25,6 +26,8 @@ CPU_MAX_PARAMETERS = 20_000_000
 CPU_MAX_FLOPS = 10**10
 """Models this small (weights and one forward pass) are summarised with real tensors on the CPU, so that
 even data-dependent layers run; larger ones are built on the meta device and never allocated."""
+MAX_DEPTH = 100
+"""The deepest torchinfo table asked for (no model nests deeper)."""
 
 
 @dataclass
@@ -118,13 +121,15 @@ def summarize(
 
     Raises:
         RecipeError: the recipe is invalid.
-        ZooError: ``batch`` or ``seq_len`` is out of range.
+        ZooError: ``batch``, ``seq_len`` or ``depth`` is out of range (``ArgumentError``), or ``seq_len``
+            does not fit the positional table.
     """
+    batch = check_int("batch", batch, low=1)
+    seq_len = None if seq_len is None else check_int("seq_len", seq_len, low=1)
+    depth = check_int("depth", depth, low=0, high=MAX_DEPTH)
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe)
     notes: list[str] = []
-    if batch < 1:
-        raise ZooError(f"batch must be >= 1, got {batch}")
     seq_len = seq_len if seq_len is not None else (recipe.max_len or 1)
     model = build(recipe, device="meta")  # the module tree, free: its parts declare their costs
     plan = model_parts(model)
@@ -141,6 +146,8 @@ def summarize(
         seq_len = recipe.max_len
     if seq_len < 1:
         raise ZooError(f"seq_len must be >= 1, got {seq_len}")
+    if batch * seq_len > MAX_SIZE:
+        raise ArgumentError(f"batch x seq_len must be <= 2^31 - 1 tokens, got {batch:,} x {seq_len:,}")
     from zoo.recipe import positions_fit
 
     if positions_fit(recipe, seq_len) is not None:

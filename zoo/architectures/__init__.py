@@ -48,6 +48,8 @@ class ArchitectureConfig(ComponentConfig):
     """Recipe fields that must be set."""
     token_input: ClassVar[bool] = True
     """Inputs are token sequences, so ``train.seq_len`` counts positions (vit derives its own)."""
+    cross_stacks: ClassVar[tuple[str, ...]] = ()
+    """Stacks whose blocks also cross-attend (built from each block's attention config)."""
     examples: ClassVar[tuple[dict[str, Any], ...]] = ()
     """Tiny recipes of this architecture: ``zoo.testing`` places every component's examples into them."""
 
@@ -120,6 +122,7 @@ class EncoderDecoderConfig(ArchitectureConfig):
     type: Literal["encoder-decoder"] = "encoder-decoder"
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False), ("decoder", True)]
+    cross_stacks: ClassVar[tuple[str, ...]] = ("decoder",)
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {

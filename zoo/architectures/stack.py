@@ -26,9 +26,9 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
     """Keyword arguments of a ``TransformerStack``: the blocks of ``stack`` with per-layer overrides
     applied, its positional encoding and its norms."""
     blocks = []
-    for i in range(recipe.stack_layers(stack)):
-        parts = recipe.layer_components(stack, i)
-        ctx = recipe.context(layer_idx=i, causal=causal, stack=stack)
+    for i, placed in enumerate(recipe.layer_plan(stack)):
+        parts = {kind: config for kind, (config, _) in placed.items()}
+        ctx = recipe.context(layer_idx=i, causal=causal, stack=stack, attention=parts["attention"])
         cross_ctx = replace(ctx, causal=False, cross=True)
         blocks.append(
             Block(

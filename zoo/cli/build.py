@@ -100,10 +100,11 @@ def _tree(root: Any, title: str) -> Any:
 
 
 def validate(recipes: Annotated[list[str], typer.Argument(help="Recipe files or names to check.")]) -> None:
-    """Validate recipes without building them: report every error; exit 2 if any is invalid."""
+    """Validate recipes with every check `zoo build` makes (built on the meta device: no memory); report every
+    error; exit 2 if any is invalid."""
     from rich.markup import escape
 
-    from zoo.recipe import load_recipe
+    from zoo.builder import check_buildable
 
     from . import format_error
     from .render import console
@@ -112,7 +113,7 @@ def validate(recipes: Annotated[list[str], typer.Argument(help="Recipe files or 
     invalid = 0
     for ref in recipes:
         try:
-            resolved = load_recipe(ref)
+            resolved = check_buildable(ref)
         except ZooError as exc:
             invalid += 1
             show.print(f"[red]invalid[/red] {escape(ref)}")

@@ -12,13 +12,9 @@ from .build import RECIPE_HELP, Overrides, load_with_overrides
 
 def summary(
     recipe: Annotated[str, typer.Argument(help=RECIPE_HELP)],
-    depth: Annotated[int, typer.Option("--depth", min=0, help="Depth of torchinfo's layer table.")] = 3,
-    batch: Annotated[
-        int, typer.Option("--batch", min=1, help="Sequences per batch (activations, KV cache, FLOPs).")
-    ] = 1,
-    seq_len: Annotated[
-        int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence; default max_len.")
-    ] = None,
+    depth: Annotated[int, typer.Option("--depth", help="Depth of torchinfo's layer table (0-100).")] = 3,
+    batch: Annotated[int, typer.Option("--batch", help="Sequences per batch (activations, KV cache, FLOPs).")] = 1,
+    seq_len: Annotated[int | None, typer.Option("--seq-len", help="Tokens per sequence; default max_len.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print every number as one JSON object instead.")] = False,
     set_: Overrides = None,
 ) -> None:

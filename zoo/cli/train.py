@@ -31,7 +31,18 @@ def train(
         typer.Option("--out", help="Run directory (checkpoints, metrics); default runs/<recipe name>[-2, -3...]."),
     ] = None,
     device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the run's last complete checkpoint.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Continue from the run's last complete checkpoint, with the run's own recipe."),
+    ] = False,
+    allow_changes: Annotated[
+        bool,
+        typer.Option(
+            "--allow-changes",
+            help="With --resume: accept training settings (train.lr, train.steps, ...) that differ from the run's "
+            "and train on with them; without it a differing recipe or --set is refused.",
+        ),
+    ] = False,
     summary: Annotated[bool, typer.Option("--summary/--no-summary", help="Print the model summary first.")] = True,
 ) -> None:
     """Train a recipe's model with its `train:` section; under torchrun, on every process (DDP or FSDP2)."""
@@ -41,7 +52,15 @@ def train(
     resolved = load_with_overrides(recipe, set_)
     show = _TrainView(summary=summary and is_main_process())
     try:
-        run_training(resolved, data=data, out=out, device=device.value, resume=resume, callback=show)
+        run_training(
+            resolved,
+            data=data,
+            out=out,
+            device=device.value,
+            resume=resume,
+            allow_changes=allow_changes,
+            callback=show,
+        )
     finally:
         show.stop()
 
@@ -176,13 +195,15 @@ def generate(
     prompt: Annotated[
         list[str], typer.Option("--prompt", metavar="TEXT", help="Text to continue (or translate); repeatable.")
     ],
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Most tokens to add.")] = 200,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0: greedy.")] = 0.8,
-    top_k: Annotated[int | None, typer.Option("--top-k", min=1, help="Sample from the k likeliest.")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Most tokens to add (1 to 2^20).")] = 200,
+    temperature: Annotated[float, typer.Option("--temperature", help="0: greedy; a finite number >= 0.")] = 0.8,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Sample from the k likeliest (k >= 1).")] = None,
     top_p: Annotated[
-        float | None, typer.Option("--top-p", min=0.0, max=1.0, help="Sample from the nucleus of mass p.")
+        float | None, typer.Option("--top-p", help="Sample from the nucleus of mass p, in (0, 1].")
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampling (same seed, same text).")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed of the sampling, 0 to 2^63 - 1 (same seed, same text).")
+    ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Recompute every step instead of a KV cache.")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print TTFT, TPOT, tokens/s and cache memory.")] = False,
     device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
@@ -190,12 +211,13 @@ def generate(
     """Generate from a trained run: continue each prompt (decoder) or map it to its target (encoder-decoder)."""
     from rich.markup import escape
 
-    from zoo.generate import generate_text
+    from zoo.generate import check_generation, generate_text
     from zoo.train import load_run
     from zoo.train.distributed import pick_device
 
     from .render import console, size
 
+    check_generation(max_new_tokens, temperature, top_k, top_p, seed)  # before the run is loaded
     run = load_run(run_dir, device=pick_device(device.value))
     texts, st = generate_text(
         run,

@@ -29,6 +29,7 @@ from zoo.config import BuildContext, ComponentConfig, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
+from zoo.recipe.limits import MAX_EXPERTS, MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
 
 __all__ = [
@@ -450,8 +451,10 @@ class MixtureOfAttentionHeads(_Attention):
 class AttentionConfig(ComponentConfig):
     """Fields shared by multi-head, grouped-query and multi-query attention."""
 
-    num_heads: int = Field(ge=1, description="Query heads.")
-    head_dim: int | None = Field(None, ge=1, description="Features per head; default d_model // num_heads.")
+    num_heads: int = Field(ge=1, le=MAX_HEADS, description="Query heads.")
+    head_dim: int | None = Field(
+        None, ge=1, le=MAX_HEAD_DIM, description="Features per head; default d_model // num_heads."
+    )
     bias: bool = Field(True, description="Learn biases in the q/k/v/o projections.")
     q_bias: bool | None = Field(None, description="Bias on the query projection; default `bias`.")
     k_bias: bool | None = Field(None, description="Bias on the key projection; default `bias`.")
@@ -522,7 +525,7 @@ class MHAConfig(AttentionConfig):
 
 class GQAConfig(AttentionConfig):
     type: Literal["gqa"] = "gqa"
-    num_kv_heads: int = Field(ge=1, description="Key/value heads; each serves num_heads // num_kv_heads.")
+    num_kv_heads: int = Field(ge=1, le=MAX_HEADS, description="Key/value heads; each serves num_heads // num_kv_heads.")
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"num_heads": 4, "num_kv_heads": 2},
@@ -541,9 +544,13 @@ class MQAConfig(AttentionConfig):
 
 class MoAConfig(ComponentConfig):
     type: Literal["moa"] = "moa"
-    num_experts: int = Field(ge=1, description="Head experts, each with its own query/output projection.")
-    top_k: int = Field(ge=1, description="Experts each token is routed to.")
-    head_dim: int | None = Field(None, ge=1, description="Features per head; default d_model // top_k.")
+    num_experts: int = Field(
+        ge=1, le=MAX_EXPERTS, description="Head experts, each with its own query/output projection."
+    )
+    top_k: int = Field(ge=1, le=MAX_EXPERTS, description="Experts each token is routed to.")
+    head_dim: int | None = Field(
+        None, ge=1, le=MAX_HEAD_DIM, description="Features per head; default d_model // top_k."
+    )
     bias: bool = Field(True, description="Learn biases in the q/k/v/o projections.")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
     scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim).")

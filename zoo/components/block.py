@@ -17,15 +17,17 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from torch import nn
+
+from zoo.config import StrictNumbers
 
 __all__ = ["Block", "BlockConfig", "NormPosition"]
 
 NormPosition = Literal["pre", "post", "sandwich"]
 
 
-class BlockConfig(BaseModel):
+class BlockConfig(StrictNumbers):
     """How a block arranges its sub-layers; the recipe's ``block:`` section."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

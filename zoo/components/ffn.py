@@ -24,6 +24,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
+from zoo.recipe.limits import MAX_WIDTH
 from zoo.registry import preset
 
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "identity"]
@@ -166,7 +167,7 @@ class MLPConfig(ComponentConfig):
     """Two-layer MLP."""
 
     type: Literal["mlp"] = "mlp"
-    hidden: int | None = Field(None, ge=1, description="Hidden width; None means 4 * d_model.")
+    hidden: int | None = Field(None, ge=1, le=MAX_WIDTH, description="Hidden width; None means 4 * d_model.")
     activation: Activation = Field("gelu", description="Activation between the two projections.")
     bias: bool = Field(True, description="Bias on both projections.")
     dropout: float = Field(0.0, ge=0.0, le=1.0, description="Dropout probability on the output.")
@@ -183,9 +184,9 @@ class GatedConfig(ComponentConfig):
     """Fields shared by the gated FFNs; the activation is fixed by the component's name."""
 
     hidden: int | None = Field(
-        None, ge=1, description="Hidden width; None means int(8 * d_model / 3) rounded up to multiple_of."
+        None, ge=1, le=MAX_WIDTH, description="Hidden width; None means int(8 * d_model / 3) rounded up to multiple_of."
     )
-    multiple_of: int = Field(256, ge=1, description="Rounding of the default hidden width.")
+    multiple_of: int = Field(256, ge=1, le=MAX_WIDTH, description="Rounding of the default hidden width.")
     bias: bool = Field(False, description="Bias on the three projections.")
     dropout: float = Field(0.0, ge=0.0, le=1.0, description="Dropout probability on the output.")
 

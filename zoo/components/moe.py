@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 from zoo.config import BuildContext, ComponentConfig, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.hookspecs import hookimpl
+from zoo.recipe.limits import MAX_EXPERTS
 
 
 def check_top_k(top_k: int, num_experts: int) -> None:
@@ -147,8 +148,8 @@ class MoEConfig(ComponentConfig):
     """Mixture of experts FFN."""
 
     type: Literal["moe"] = "moe"
-    num_experts: int = Field(ge=1, description="Number of routed experts.")
-    top_k: int = Field(ge=1, description="Experts each token is sent to.")
+    num_experts: int = Field(ge=1, le=MAX_EXPERTS, description="Number of routed experts.")
+    top_k: int = Field(ge=1, le=MAX_EXPERTS, description="Experts each token is sent to.")
     expert: Annotated[dict[str, Any], Spec("ffn")] = Field(
         default_factory=lambda: {"type": "swiglu"}, description="FFN spec of every routed expert."
     )

@@ -27,6 +27,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.recipe.limits import MAX_POSITIONS
 
 
 def positions_for(length: int, offset: int = 0, device: torch.device | str | None = None) -> torch.Tensor:
@@ -119,6 +120,8 @@ class SinusoidalEncoding(PositionalEncoding):
 
     def reset_parameters(self) -> None:
         """(Re)compute the table, e.g. after ``to_empty()`` from the meta device."""
+        if self.table.is_meta:
+            return  # no values to set (and a table for a long max_len would take seconds to compute)
         max_len, d_model = self.table.shape
         # float64 so that every row is exact to the table's dtype, however long the table.
         speeds = inverse_frequencies(d_model, self.base, dtype=torch.float64)  # (E/2,)
@@ -359,6 +362,11 @@ class PositionalConfig(ComponentConfig):
     bounded_by_max_len: ClassVar[bool] = False
     """True when the encoding has rows for positions below ``max_len`` only: longer sequences are refused."""
 
+    style: ClassVar[str] = "embed"
+    """How the encoding reaches the model (``zoo.config.POSITIONAL_STYLES``): ``embed`` (added to the input),
+    ``rotate`` (rotates queries and keys), ``bias`` (a score bias) or ``none``; an attention whose
+    ``positional_styles`` lack it refuses the encoding."""
+
     def cost(self, ctx: BuildContext) -> Cost:
         """No parameters (computed from positions; sinusoidal tables are non-persistent buffers) unless a
         subclass says otherwise."""
@@ -367,6 +375,7 @@ class PositionalConfig(ComponentConfig):
 
 class NoPositionalConfig(PositionalConfig):
     type: Literal["none"] = "none"
+    style: ClassVar[str] = "none"
 
 
 class SinusoidalConfig(PositionalConfig):
@@ -401,6 +410,7 @@ class LearnedConfig(PositionalConfig):
 
 class RopeConfig(PositionalConfig):
     type: Literal["rope"] = "rope"
+    style: ClassVar[str] = "rotate"
     theta: float = Field(10000.0, gt=1, description="Base of the rotation speeds (Llama 3: 500000).")
     rotary_fraction: float = Field(
         1.0, gt=0, le=1, description="Fraction of each head's dims that are rotated (GPT-NeoX: 0.25)."
@@ -416,7 +426,9 @@ class RopeConfig(PositionalConfig):
     scaling_factor: float = Field(1.0, ge=1, description="How much longer than original_max_len (Llama 3.2: 32).")
     low_freq_factor: float = Field(1.0, gt=0, description="llama3: longer wavelengths are scaled.")
     high_freq_factor: float = Field(4.0, gt=0, description="llama3: shorter wavelengths are kept.")
-    original_max_len: int = Field(8192, ge=1, description="The context length the speeds were trained for.")
+    original_max_len: int = Field(
+        8192, ge=1, le=MAX_POSITIONS, description="The context length the speeds were trained for."
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -439,12 +451,16 @@ class RopeConfig(PositionalConfig):
 
 class ALiBiConfig(PositionalConfig):
     type: Literal["alibi"] = "alibi"
+    style: ClassVar[str] = "bias"
 
 
 class T5RelativeConfig(PositionalConfig):
     type: Literal["t5_relative"] = "t5_relative"
-    num_buckets: int = Field(32, ge=2, description="Buckets of relative position (split in two if bidirectional).")
-    max_distance: int = Field(128, ge=2, description="Distances from here on share the last bucket.")
+    style: ClassVar[str] = "bias"
+    num_buckets: int = Field(
+        32, ge=2, le=MAX_POSITIONS, description="Buckets of relative position (split in two if bidirectional)."
+    )
+    max_distance: int = Field(128, ge=2, le=MAX_POSITIONS, description="Distances from here on share the last bucket.")
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"num_buckets": 8, "max_distance": 6})
 

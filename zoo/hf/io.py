@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from zoo.checkpoint import atomic_write
+from zoo.checkpoint import atomic_write, read_json, read_safetensors, read_torch_file, safetensors_header
 from zoo.errors import HFImportError
 
 CONFIG_FILE = "config.json"
@@ -35,8 +34,8 @@ def read_config(directory: str | Path) -> dict[str, Any]:
         raise HFImportError(f"no {CONFIG_FILE} in {directory}: not a Hugging Face checkpoint folder")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise HFImportError(f"{path} is not valid JSON: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HFImportError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(config, dict):
         raise HFImportError(f"{path} must hold a JSON object, not {type(config).__name__}")
     return config
@@ -49,26 +48,43 @@ def weight_files(directory: str | Path) -> list[Path]:
         if (directory / single).is_file():
             return [directory / single]
         if (directory / index).is_file():
-            weight_map = json.loads((directory / index).read_text(encoding="utf-8")).get("weight_map", {})
-            shards = [directory / name for name in dict.fromkeys(weight_map.values())]
-            absent = [s.name for s in shards if not s.is_file()]
-            if absent:
-                raise HFImportError(f"{index} lists shards that are not in {directory}: {', '.join(absent)}")
-            return shards
+            return _shards(directory, directory / index)
     raise HFImportError(
         f"no weights in {directory}: expected {SAFETENSORS_FILE}, {SAFETENSORS_INDEX}, {BIN_FILE} or {BIN_INDEX}"
     )
 
 
+def _shards(directory: Path, index: Path) -> list[Path]:
+    """The shard files an index lists, each confined to ``directory`` (no ``..``, absolute paths or links out)."""
+    weight_map = read_json(index, error=HFImportError).get("weight_map", {})
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise HFImportError(f"{index}: 'weight_map' must map tensor names to shard file names")
+    root = directory.resolve()
+    shards = []
+    for name in dict.fromkeys(weight_map.values()):
+        shard = (directory / name).resolve()
+        if not shard.is_relative_to(root) or shard == root:
+            raise HFImportError(f"{index} lists the shard {name!r}, which is outside {directory}: refused")
+        shards.append(shard)
+    absent = [s.name for s in shards if not s.is_file()]
+    if absent:
+        raise HFImportError(f"{index.name} lists shards that are not in {directory}: {', '.join(absent)}")
+    return shards
+
+
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
-    """Every tensor of a checkpoint folder by name, on the CPU."""
+    """Every tensor of a checkpoint folder by name, on the CPU.
+
+    Raises:
+        HFImportError: a damaged or truncated weights file, or a pickled one that holds more than tensors.
+    """
     state: dict[str, torch.Tensor] = {}
     for path in weight_files(directory):
         if path.suffix == ".safetensors":
-            state.update(load_file(str(path), device="cpu"))
+            state.update(read_safetensors(path, error=HFImportError))
         else:
-            loaded = torch.load(path, map_location="cpu", weights_only=True)
-            if not isinstance(loaded, dict):
+            loaded = read_torch_file(path, error=HFImportError)
+            if not isinstance(loaded, dict) or not all(isinstance(t, torch.Tensor) for t in loaded.values()):
                 raise HFImportError(f"{path} holds a {type(loaded).__name__}, not a state dict of tensors")
             state.update(loaded)
     return state
@@ -83,8 +99,7 @@ def read_names(directory: str | Path) -> frozenset[str] | None:
     if all(f.suffix == ".safetensors" for f in files):
         names: set[str] = set()
         for path in files:
-            with safe_open(str(path), framework="pt") as f:
-                names.update(f.keys())
+            names.update(safetensors_header(path, error=HFImportError))
         return frozenset(names)
     return frozenset(read_weights(directory))
 

@@ -5,16 +5,22 @@ validate every component spec against the config its component registered -> val
 check the rules that span components. Every problem found is collected into one ``RecipeError``.
 
 ``schema`` holds the models, ``loading`` the files and overrides, ``validation`` the checks,
-``json_schema`` the schema for editors. No module here imports torch.
+``json_schema`` the schema for editors, ``limits`` every limit on what a recipe may ask for. No module here
+imports torch.
 """
 
 from __future__ import annotations
 
+from . import limits
 from .json_schema import ARCHITECTURE_DEFAULTS, recipe_json_schema
 from .loading import (
+    RecipeLoader,
+    check_tree,
     deep_merge,
+    dump_yaml,
     find_recipe,
     load_recipe,
+    load_yaml,
     named_recipes,
     overrides_to_tree,
     parse_override,
@@ -27,6 +33,7 @@ from .schema import (
     Expect,
     LayerOverride,
     Recipe,
+    layer_selection,
     position_limit,
     positions_fit,
     select_layers,
@@ -41,10 +48,16 @@ __all__ = [
     "Expect",
     "LayerOverride",
     "Recipe",
+    "RecipeLoader",
     "check_rules",
+    "check_tree",
     "deep_merge",
+    "dump_yaml",
     "find_recipe",
+    "layer_selection",
+    "limits",
     "load_recipe",
+    "load_yaml",
     "named_recipes",
     "overrides_to_tree",
     "parse_override",

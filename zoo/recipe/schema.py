@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
-from zoo.config import BuildContext, ComponentConfig
+from zoo.config import BuildContext, ComponentConfig, StrictNumbers
 from zoo.train.config import TrainConfig
+
+from .limits import (
+    MAX_CHANNELS,
+    MAX_D_MODEL,
+    MAX_IMAGE_SIZE,
+    MAX_LAYERS,
+    MAX_NAME_CHARS,
+    MAX_POSITIONS,
+    MAX_VOCAB,
+)
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
@@ -15,14 +26,14 @@ LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
 Component = SerializeAsAny[ComponentConfig]
 
 
-class Expect(BaseModel):
+class Expect(StrictNumbers):
     """Facts the built model must match; a mismatch fails the build with both numbers."""
 
     model_config = ConfigDict(extra="forbid")
     parameters: int | None = Field(None, ge=0, description="Exact parameter count (tied weights counted once).")
 
 
-class LayerOverride(BaseModel):
+class LayerOverride(StrictNumbers):
     """Components that replace the recipe's defaults in the selected layers."""
 
     model_config = ConfigDict(extra="forbid")
@@ -35,25 +46,31 @@ class LayerOverride(BaseModel):
     ffn: Component | None = None
 
 
-class Recipe(BaseModel):
+class Recipe(StrictNumbers):
     """A validated recipe. Component fields hold the validated configs of their registered components."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Recipe name, e.g. gpt2-small.")
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS, description="Recipe name, e.g. gpt2-small.")
     description: str = ""
     architecture: str = Field(description="encoder | decoder | encoder-decoder | vit, or a plugin's.")
-    d_model: int = Field(ge=1, description="Width of the residual stream (E).")
-    num_layers: int = Field(ge=1, description="Blocks in the stack (the encoder's, for encoder-decoder).")
-    num_decoder_layers: int | None = Field(None, ge=1, description="Decoder blocks (default num_layers).")
-    max_len: int | None = Field(None, ge=1, description="Longest sequence (positional table size).")
-    vocab_size: int | None = Field(None, ge=1, description="Token vocabulary (text models).")
-    type_vocab_size: int = Field(0, ge=0, description="Segment (token type) vocabulary; 0 = none (BERT: 2).")
-    pad_token_id: int | None = Field(None, ge=0, description="Padding token id.")
-    image_size: int | None = Field(None, ge=1, description="Input image side in pixels (vit).")
-    patch_size: int | None = Field(None, ge=1, description="Patch side in pixels (vit).")
-    num_channels: int = Field(3, ge=1, description="Image channels (vit).")
-    num_classes: int | None = Field(None, ge=1, description="Classes of a classification head.")
+    d_model: int = Field(ge=1, le=MAX_D_MODEL, description="Width of the residual stream (E).")
+    num_layers: int = Field(
+        ge=1, le=MAX_LAYERS, description="Blocks in the stack (the encoder's, for encoder-decoder)."
+    )
+    num_decoder_layers: int | None = Field(
+        None, ge=1, le=MAX_LAYERS, description="Decoder blocks (default num_layers)."
+    )
+    max_len: int | None = Field(None, ge=1, le=MAX_POSITIONS, description="Longest sequence (positional table size).")
+    vocab_size: int | None = Field(None, ge=1, le=MAX_VOCAB, description="Token vocabulary (text models).")
+    type_vocab_size: int = Field(
+        0, ge=0, le=MAX_VOCAB, description="Segment (token type) vocabulary; 0 = none (BERT: 2)."
+    )
+    pad_token_id: int | None = Field(None, ge=0, description="Padding token id (below vocab_size).")
+    image_size: int | None = Field(None, ge=1, le=MAX_IMAGE_SIZE, description="Input image side in pixels (vit).")
+    patch_size: int | None = Field(None, ge=1, le=MAX_IMAGE_SIZE, description="Patch side in pixels (vit).")
+    num_channels: int = Field(3, ge=1, le=MAX_CHANNELS, description="Image channels (vit).")
+    num_classes: int | None = Field(None, ge=1, le=MAX_VOCAB, description="Classes of a classification head.")
     block: SerializeAsAny[BaseModel] = Field(
         description="How each block meets the residual stream: a zoo.components.block.BlockConfig, validated with "
         "the components (`norm_position: post` at the top of a recipe is short for `block: {norm_position: post}`)."
@@ -68,9 +85,18 @@ class Recipe(BaseModel):
     norm: Component
     ffn: Component
     head: Component
-    layers: list[LayerOverride] = Field(default_factory=list, description="Per-layer component overrides.")
+    layers: list[LayerOverride] = Field(
+        default_factory=list, max_length=MAX_LAYERS, description="Per-layer component overrides."
+    )
     expect: Expect | None = None
     train: TrainConfig = Field(default_factory=TrainConfig, description="How `zoo train` trains the model.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_not_blank(cls, name: str) -> str:
+        if not name.strip():
+            raise ValueError("a recipe name cannot be blank")
+        return name
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data that loads back into the same recipe (no ``extends``, nothing implicit)."""
@@ -81,18 +107,44 @@ class Recipe(BaseModel):
         parts: dict[str, ComponentConfig] = {k: getattr(self, k) for k in LAYER_FIELDS}
         n = self.stack_layers(stack)
         for override in self.layers:
-            if override.stack in ("all", stack) and index in select_layers(override.select, n):
+            if override.stack in ("all", stack) and index in _selected(override.select, n):
                 parts.update({k: getattr(override, k) for k in LAYER_FIELDS if getattr(override, k) is not None})
         return parts
+
+    def layer_plan(self, stack: str) -> list[dict[str, tuple[ComponentConfig, str]]]:
+        """For every block of ``stack``: its attention / norm / ffn configs after overrides, each with the
+        recipe path that set it (``ffn`` or ``layers.3.ffn``). One pass over the overrides, whatever their count."""
+        n = self.stack_layers(stack)
+        plan = [{k: (getattr(self, k), k) for k in LAYER_FIELDS} for _ in range(n)]
+        for j, override in enumerate(self.layers):
+            if override.stack not in ("all", stack):
+                continue
+            update = {
+                k: (getattr(override, k), f"layers.{j}.{k}") for k in LAYER_FIELDS if getattr(override, k) is not None
+            }
+            if update:
+                for i in _selected(override.select, n):
+                    plan[i].update(update)
+        return plan
 
     def stack_layers(self, stack: str) -> int:
         if stack == "decoder" and self.architecture == "encoder-decoder":
             return self.num_decoder_layers or self.num_layers
         return self.num_layers
 
-    def context(self, *, layer_idx: int = 0, causal: bool = False, cross: bool = False, stack: str = "encoder"):
-        """The ``BuildContext`` of one place in the model (heads from that layer's attention)."""
-        attention = self.layer_components(stack, layer_idx)["attention"] if self.num_layers else self.attention
+    def context(
+        self,
+        *,
+        layer_idx: int = 0,
+        causal: bool = False,
+        cross: bool = False,
+        stack: str = "encoder",
+        attention: ComponentConfig | None = None,
+    ):
+        """The ``BuildContext`` of one place in the model (heads from that layer's attention; pass ``attention``
+        when it is known, from ``layer_plan``, to skip looking it up)."""
+        if attention is None:
+            attention = self.layer_components(stack, layer_idx)["attention"] if self.num_layers else self.attention
         num_heads = getattr(attention, "num_heads", 1)
         head_dim = attention.head_dim_for(self.d_model) if hasattr(attention, "head_dim_for") else 0
         return BuildContext(
@@ -116,18 +168,49 @@ class Recipe(BaseModel):
 
 
 def select_layers(select: str | int | list[int], n: int) -> list[int]:
-    """Indices of ``n`` layers chosen by an index, a list of indices, or a slice string like '1::2'."""
+    """Indices of ``n`` layers chosen by an index, a list of indices, or a slice string like '1::2'.
+
+    Raises ``ValueError`` for anything else (``validation`` says why in the recipe's terms).
+    """
+    return sorted(layer_selection(select, n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _selection(key: Any, n: int) -> range | frozenset[int]:
+    return layer_selection(list(key) if isinstance(key, tuple) else key, n)
+
+
+def _selected(select: Any, n: int) -> range | frozenset[int]:
+    """``layer_selection``, computed once per selector and stack size (a recipe asks again for every block)."""
+    if isinstance(select, bool) or (isinstance(select, list) and any(isinstance(i, bool) for i in select)):
+        return layer_selection(select, n)  # True == 1 for a cache: not a valid selector, which this says
+    try:
+        return _selection(tuple(select) if isinstance(select, list) else select, n)
+    except TypeError:  # unhashable items: not a valid selector, which layer_selection says
+        return layer_selection(select, n)
+
+
+def layer_selection(select: str | int | list[int], n: int) -> range | frozenset[int]:
+    """The layers ``select`` chooses of ``n``, as a range or set (membership costs O(1) either way)."""
+    if isinstance(select, bool):
+        raise ValueError(f"a layer selector is not a boolean: {select!r}")
     if isinstance(select, int):
-        return [select % n] if -n <= select < n else []
+        return frozenset([select % n]) if -n <= select < n else frozenset()
     if isinstance(select, list):
-        return sorted({i % n for i in select if -n <= i < n})
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in select):
+            raise ValueError(f"a list of layers holds integers only: {select!r}")
+        return frozenset(i % n for i in select if -n <= i < n)
+    if not isinstance(select, str):
+        raise ValueError(f"a layer selector is an index, a list or a slice, not {type(select).__name__}")
     if select.strip() == "all":
-        return list(range(n))
+        return range(n)
     parts = select.split(":")
     if len(parts) == 1:
-        return select_layers(int(parts[0]), n)
+        return layer_selection(int(parts[0]), n)
+    if len(parts) > 3:
+        raise ValueError(f"a slice has at most three parts: {select!r}")
     bounds = [int(p) if p.strip() else None for p in parts]
-    return list(range(n))[slice(*bounds)]
+    return range(n)[slice(*bounds)]
 
 
 def position_limit(recipe: Recipe) -> int | None:

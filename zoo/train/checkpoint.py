@@ -12,15 +12,21 @@ A run directory looks like::
           tokenizer.json  run.json           how text became ids; step, objective, labels, metrics
 
 A checkpoint is written into a hidden temporary folder, each file flushed to disk, and then the folder is
-renamed into place (one atomic step) before ``latest`` is replaced (temp file + rename). A process killed
-at any instant leaves either the previous checkpoint or the new one complete, never a half-written one;
-leftover temporary folders are ignored and later removed.
+renamed into place (one atomic step) before ``latest`` is replaced (temp file + rename). An old checkpoint
+is renamed to a hidden folder before it is deleted. A process killed at any instant leaves either the
+previous checkpoint or the new one complete, never a half-written or half-deleted ``step-*`` folder; the
+hidden leftovers are ignored, and removed when the next run starts (``clean_leftovers``).
+
+``run.json`` records the sha256 of every other file of its checkpoint: reading a checkpoint checks them,
+and every file that is damaged, truncated, swapped or of the wrong kind is a ``CheckpointError`` that names
+it (checkpoints written before checksums existed still load).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -28,11 +34,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
-from zoo.checkpoint import RECIPE_FILE, WEIGHTS_FILE, atomic_write, dump_recipe
-from zoo.errors import TrainError
+from zoo.checkpoint import (
+    RECIPE_FILE,
+    WEIGHTS_FILE,
+    atomic_write,
+    check_fits,
+    dump_recipe,
+    read_json,
+    read_safetensors,
+    read_torch_file,
+    sha256_file,
+    tied_aliases,  # noqa: F401 - part of this module's interface (the loop calls ckpt.tied_aliases)
+    verify_checksum,
+)
+from zoo.errors import CheckpointError, TrainError
 from zoo.recipe import Recipe
 
 from .tokenizer import Tokenizer, tokenizer_from_json
@@ -44,26 +62,15 @@ TRAINER_FILE = "trainer.pt"
 TOKENIZER_FILE = "tokenizer.json"
 RUN_FILE = "run.json"
 """Written last inside the temporary folder: a checkpoint folder without it is not one."""
+REQUIRED = (RUN_FILE, WEIGHTS_FILE, RECIPE_FILE, OPTIMIZER_FILE, TRAINER_FILE)
+"""The files every complete checkpoint folder has."""
+CHECKPOINT_NAME = re.compile(r"step-\d{8,}")
+LEFTOVER_PREFIXES = (".tmp-", ".old-", ".del-")
+"""Hidden folders of writes, swaps and deletions that a killed process did not finish."""
 
 
 def checkpoint_name(step: int) -> str:
     return f"step-{step:08d}"
-
-
-def tied_aliases(model: nn.Module) -> dict[str, str]:
-    """``{alias: kept_name}`` for parameters shared under several names (a tied LM head).
-
-    The kept name is the alphabetically first, the same one ``safetensors.torch.save_model`` keeps, so a
-    checkpoint's weights load with ``zoo.load`` as well.
-    """
-    names: dict[int, list[str]] = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        names.setdefault(id(p), []).append(name)
-    aliases = {}
-    for group in names.values():
-        kept, *others = sorted(group)
-        aliases.update({other: kept for other in others})
-    return aliases
 
 
 def _fsync(path: Path) -> None:
@@ -100,15 +107,17 @@ def write_checkpoint(
         torch.save(trainer_state, tmp / TRAINER_FILE)
         if tokenizer is not None:
             (tmp / TOKENIZER_FILE).write_text(json.dumps(tokenizer.to_json()), encoding="utf-8")
-        (tmp / RUN_FILE).write_text(json.dumps({**info, "step": step, "aliases": aliases}, indent=1), encoding="utf-8")
+        sums = {f.name: sha256_file(f) for f in sorted(tmp.iterdir())}
+        record = {**info, "step": step, "aliases": aliases, "sha256": sums}
+        (tmp / RUN_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
         for f in tmp.iterdir():
             _fsync(f)
         if final.exists():  # the same step written again (a resumed run): swap, never a moment without one
             old = root / f".old-{final.name}"
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
             os.replace(final, old)
             os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
         else:
             os.replace(tmp, final)
         _fsync(root)
@@ -121,15 +130,71 @@ def write_checkpoint(
 
 
 def _complete(folder: Path) -> bool:
-    return folder.is_dir() and folder.name.startswith("step-") and (folder / RUN_FILE).is_file()
+    return (
+        folder.is_dir()
+        and CHECKPOINT_NAME.fullmatch(folder.name) is not None
+        and all((folder / name).is_file() for name in REQUIRED)
+    )
+
+
+def _remove(folder: Path) -> None:
+    """Delete a folder so that a kill half-way leaves a hidden ``.del-*`` folder, never a partial ``step-*``."""
+    if not folder.exists():
+        return
+    doomed = folder
+    if not folder.name.startswith("."):
+        doomed = folder.parent / f".del-{folder.name}"
+        shutil.rmtree(doomed, ignore_errors=True)
+        os.replace(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _prune(root: Path, keep: int) -> None:
     complete = sorted(p for p in root.iterdir() if _complete(p))
     for old in complete[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
     for leftover in root.glob(".tmp-step-*"):  # from a process killed while writing
         shutil.rmtree(leftover, ignore_errors=True)
+
+
+def clean_leftovers(run_dir: str | Path) -> list[str]:
+    """Remove what killed processes left in a run directory; return the names removed (for the run's notice).
+
+    That is: the hidden folders of unfinished checkpoint writes, swaps and deletions, the temporary files of
+    atomic writes (``.latest.*.tmp``, ``.metrics.jsonl.*.tmp``) and half-deleted ``step-*`` folders: incomplete
+    ones older than the newest complete checkpoint (what an older zoo's pruning left; zoo never writes an
+    incomplete ``step-*`` folder, so a newer one is someone else's and stays). Call it only when no other
+    process writes into the run (at the start of a run).
+    """
+    run_dir = Path(run_dir)
+    root = run_dir / CHECKPOINTS
+    removed: list[str] = []
+    if run_dir.is_dir():
+        for f in run_dir.glob(".*.tmp"):
+            if f.is_file():
+                f.unlink(missing_ok=True)
+                removed.append(f.name)
+    if root.is_dir():
+        newest = max((_step_of(p) for p in root.iterdir() if _complete(p)), default=-1)
+
+        def half_deleted(entry: Path) -> bool:
+            return CHECKPOINT_NAME.fullmatch(entry.name) is not None and _step_of(entry) < newest
+
+        for entry in sorted(root.iterdir()):
+            name = entry.name
+            if entry.is_dir() and (
+                name.startswith(LEFTOVER_PREFIXES) or (half_deleted(entry) and not _complete(entry))
+            ):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(f"{CHECKPOINTS}/{name}")
+            elif entry.is_file() and name.startswith(".") and name.endswith(".tmp"):
+                entry.unlink(missing_ok=True)
+                removed.append(f"{CHECKPOINTS}/{name}")
+    return removed
+
+
+def _step_of(folder: Path) -> int:
+    return int(folder.name.removeprefix("step-"))
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
@@ -142,48 +207,141 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
         return None
     pointer = root / LATEST
     if pointer.is_file():
-        named = root / pointer.read_text(encoding="utf-8").strip()
-        if _complete(named):
-            return named
+        name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+        if CHECKPOINT_NAME.fullmatch(name) and _complete(root / name):  # a damaged pointer is ignored
+            return root / name
     complete = sorted(p for p in root.iterdir() if _complete(p))
     return complete[-1] if complete else None
 
 
 def read_info(checkpoint: Path) -> dict[str, Any]:
-    return json.loads((checkpoint / RUN_FILE).read_text(encoding="utf-8"))
+    """``run.json`` of a checkpoint, checked: a JSON object with an integer ``step``."""
+    path = checkpoint / RUN_FILE
+    info = read_json(path)
+    step = info.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise CheckpointError(f"{path} has no valid step (found {step!r}): the file is damaged")
+    aliases = info.get("aliases", {})
+    if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
+        raise CheckpointError(f"{path}: 'aliases' must map tensor names to tensor names, found {aliases!r}")
+    sums = info.get("sha256", {})
+    if not isinstance(sums, dict):
+        raise CheckpointError(f"{path}: 'sha256' must map file names to digests, found {sums!r}")
+    return info
+
+
+def _verified(checkpoint: Path, name: str, info: dict[str, Any] | None = None) -> Path:
+    """``checkpoint / name`` after its checksum (when run.json records one) is checked."""
+    info = read_info(checkpoint) if info is None else info
+    path = checkpoint / name
+    verify_checksum(path, info.get("sha256", {}).get(name), checkpoint / RUN_FILE)
+    return path
 
 
 def read_tokenizer(checkpoint: Path) -> Tokenizer | None:
-    path = checkpoint / TOKENIZER_FILE
-    return tokenizer_from_json(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+    if not (checkpoint / TOKENIZER_FILE).is_file():
+        return None
+    path = _verified(checkpoint, TOKENIZER_FILE)
+    data = read_json(path)
+    try:
+        return tokenizer_from_json(data)
+    except TrainError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the tokenizers library reports a bad table in its own ways
+        raise CheckpointError(f"{path} does not describe a tokenizer ({type(exc).__name__}: {exc})") from None
 
 
 def read_model_state(checkpoint: Path) -> dict[str, torch.Tensor]:
     """The weights, tied aliases restored, keyed like ``model.state_dict()``."""
-    state = load_file(str(checkpoint / WEIGHTS_FILE))
-    for alias, kept in read_info(checkpoint).get("aliases", {}).items():
+    info = read_info(checkpoint)
+    path = checkpoint / WEIGHTS_FILE
+    state = read_safetensors(path, sha256=info.get("sha256", {}).get(WEIGHTS_FILE), record=checkpoint / RUN_FILE)
+    for alias, kept in info.get("aliases", {}).items():
+        if kept not in state:
+            raise CheckpointError(f"{path} lacks {kept}, which {checkpoint / RUN_FILE} names as a tied weight")
         state[alias] = state[kept]
     return state
 
 
+def check_state_fits(model: nn.Module, state: dict[str, torch.Tensor], checkpoint: Path) -> None:
+    """Refuse weights of another shape than ``model``'s (a recipe or weights file swapped), naming them."""
+    shapes = {name: tuple(t.shape) for name, t in state.items()}
+    check_fits(model, shapes, weights=checkpoint / WEIGHTS_FILE, recipe=checkpoint / RECIPE_FILE)
+
+
+def nonfinite_tensors(state: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the floating-point tensors of ``state`` that hold a NaN or an infinity."""
+    return [n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+
+
+def check_finite(state: dict[str, torch.Tensor], checkpoint: Path) -> None:
+    """Refuse the weights of a run that had diverged when the checkpoint was written (zoo never writes such
+    a checkpoint now; an older version or another tool may have)."""
+    bad = nonfinite_tensors(state)
+    if bad:
+        raise CheckpointError(
+            f"{checkpoint / WEIGHTS_FILE}: {len(bad)} weights hold nan or inf (e.g. {bad[0]}): the run had diverged "
+            "when this checkpoint was written; use an earlier checkpoint folder"
+        )
+
+
 def read_training_state(checkpoint: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(optimizer state, trainer state) of a checkpoint."""
-    optimizer = torch.load(checkpoint / OPTIMIZER_FILE, map_location="cpu", weights_only=True)
-    trainer = torch.load(checkpoint / TRAINER_FILE, map_location="cpu", weights_only=True)
+    info = read_info(checkpoint)
+    optimizer = read_torch_file(_verified(checkpoint, OPTIMIZER_FILE, info))
+    trainer = read_torch_file(_verified(checkpoint, TRAINER_FILE, info))
+    if not isinstance(optimizer, dict) or not {"state", "param_groups"} <= set(optimizer):
+        raise CheckpointError(f"{checkpoint / OPTIMIZER_FILE} does not hold an optimizer state")
+    if not isinstance(trainer, dict) or not {"step", "scheduler", "rng"} <= set(trainer):
+        raise CheckpointError(f"{checkpoint / TRAINER_FILE} does not hold a trainer state (step, scheduler, rng)")
     return optimizer, trainer
 
 
-def recipe_differences(checkpoint: Path, recipe: Recipe) -> list[str]:
-    """The model fields in which ``recipe`` differs from the one the checkpoint was trained with."""
+FIXED_BY_CHECKPOINT = ("train.tokenizer", "train.objective")
+"""Training settings a checkpoint fixes (its tokenizer and objective): never changed on resume."""
+IGNORED_ON_RESUME = ("description", "expect")
+"""Recipe fields that say nothing about the run."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field in which a recipe differs from the checkpoint's: ``field: saved -> given``."""
+
+    field: str
+    saved: Any
+    given: Any
+
+    @property
+    def changeable(self) -> bool:
+        """Whether a resumed run can take the new value (``allow_changes``): training settings, the name."""
+        return (self.field == "name" or self.field.startswith("train.")) and self.field not in FIXED_BY_CHECKPOINT
+
+    def __str__(self) -> str:
+        return f"{self.field}: {_shown(self.saved)} → {_shown(self.given)}"
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "(unset)"
+
+
+UNSET = _Unset()
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if value is not UNSET else "(unset)"
+
+
+def recipe_differences(checkpoint: Path, recipe: Recipe) -> list[Difference]:
+    """Every field (training settings included) in which ``recipe`` differs from the checkpoint's own."""
     from zoo.recipe import load_recipe
 
-    saved = load_recipe(checkpoint / RECIPE_FILE).to_dict()
+    saved = load_recipe(_verified(checkpoint, RECIPE_FILE)).to_dict()
     current = recipe.to_dict()
-    ignore = {"train", "description", "expect"}
-    a = _flatten({k: v for k, v in saved.items() if k not in ignore})
-    b = _flatten({k: v for k, v in current.items() if k not in ignore})
-    keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-    return [f"{k}: checkpoint {a.get(k, '(unset)')!r}, recipe {b.get(k, '(unset)')!r}" for k in keys]
+    a = _flatten({k: v for k, v in saved.items() if k not in IGNORED_ON_RESUME})
+    b = _flatten({k: v for k, v in current.items() if k not in IGNORED_ON_RESUME})
+    keys = sorted(k for k in a.keys() | b.keys() if a.get(k, UNSET) != b.get(k, UNSET))
+    return [Difference(k, a.get(k, UNSET), b.get(k, UNSET)) for k in keys]
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -219,6 +377,8 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
 
     Raises:
         TrainError: no run or no complete checkpoint at ``run_dir``.
+        CheckpointError: a file of the checkpoint is damaged, does not match its checksum, or the weights do
+            not fit the recipe. ``RecipeError``: its recipe is invalid.
     """
     from zoo.builder import build
 
@@ -228,10 +388,13 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise TrainError(f"{run_dir}: no complete checkpoint (is it a run directory written by zoo train?)")
-    model = build(checkpoint / RECIPE_FILE)
-    model.load_state_dict(read_model_state(checkpoint), strict=True)
+    info = read_info(checkpoint)
+    state = read_model_state(checkpoint)
+    model = build(_verified(checkpoint, RECIPE_FILE, info))
+    check_state_fits(model, state, checkpoint)
+    check_finite(state, checkpoint)
+    model.load_state_dict(state, strict=True)
     if device is not None:
         model = model.to(device)
     model.eval()
-    info = read_info(checkpoint)
-    return Run(run_dir, checkpoint, int(info["step"]), model, read_tokenizer(checkpoint), info)
+    return Run(run_dir, checkpoint, info["step"], model, read_tokenizer(checkpoint), info)

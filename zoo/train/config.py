@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from zoo.limits import MAX_SEED, MAX_SIZE
+
 Objective = Literal["auto", "causal_lm", "masked_lm", "classification", "image_classification", "seq2seq"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 Parallel = Literal["auto", "ddp", "fsdp"]
@@ -18,7 +20,7 @@ Parallel = Literal["auto", "ddp", "fsdp"]
 class TrainConfig(BaseModel):
     """Optimiser, schedule, batch, precision and bookkeeping of a training run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf / nan: never a valid setting
 
     objective: Objective = Field(
         "auto",
@@ -37,15 +39,21 @@ class TrainConfig(BaseModel):
     task: Literal["reverse", "sort", "copy"] = Field(
         "reverse", description="The embedded seq2seq task (encoder-decoder models without --data)."
     )
-    steps: int = Field(1000, ge=1, description="Optimizer steps.")
-    batch_size: int = Field(16, ge=1, description="Sequences (or images) per micro-step, over all processes together.")
-    seq_len: int | None = Field(
-        None, ge=2, description="Tokens per training sequence (seq2seq: longest source); default max_len."
+    steps: int = Field(1000, ge=1, le=MAX_SIZE, description="Optimizer steps.")
+    batch_size: int = Field(
+        16, ge=1, le=MAX_SIZE, description="Sequences (or images) per micro-step, over all processes together."
     )
-    grad_accum: int = Field(1, ge=1, description="Micro-steps whose gradients add up to one optimizer step.")
+    seq_len: int | None = Field(
+        None, ge=2, le=MAX_SIZE, description="Tokens per training sequence (seq2seq: longest source); default max_len."
+    )
+    grad_accum: int = Field(
+        1, ge=1, le=MAX_SIZE, description="Micro-steps whose gradients add up to one optimizer step."
+    )
     lr: float = Field(1e-3, gt=0, description="Peak learning rate (after warmup).")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Learning rate at the end of the cosine, / lr.")
-    warmup_steps: int = Field(100, ge=0, description="Steps of linear warmup from lr / warmup_steps to lr.")
+    warmup_steps: int = Field(
+        100, ge=0, le=MAX_SIZE, description="Steps of linear warmup from lr / warmup_steps to lr."
+    )
     weight_decay: float = Field(
         0.1, ge=0, description="AdamW decay of Linear and Conv weights; never norms, biases or embeddings."
     )
@@ -61,12 +69,18 @@ class TrainConfig(BaseModel):
     )
     mask_prob: float = Field(0.15, gt=0, lt=1, description="Masked LM: share of tokens to predict (80/10/10).")
     val_fraction: float = Field(0.05, gt=0, lt=0.5, description="Share of the data held out for evaluation.")
-    eval_interval: int = Field(100, ge=0, description="Evaluate every this many steps (and at the end); 0: end only.")
-    eval_batches: int = Field(8, ge=1, description="Batches per evaluation.")
-    log_interval: int = Field(10, ge=1, description="Write a metrics record every this many steps.")
-    checkpoint_interval: int = Field(500, ge=0, description="Checkpoint every this many steps (and at the end).")
-    keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept; older ones are deleted.")
-    seed: int = Field(0, ge=0, description="Seeds the model's initialisation, the data order and dropout.")
+    eval_interval: int = Field(
+        100, ge=0, le=MAX_SIZE, description="Evaluate every this many steps (and at the end); 0: end only."
+    )
+    eval_batches: int = Field(8, ge=1, le=MAX_SIZE, description="Batches per evaluation.")
+    log_interval: int = Field(10, ge=1, le=MAX_SIZE, description="Write a metrics record every this many steps.")
+    checkpoint_interval: int = Field(
+        500, ge=0, le=MAX_SIZE, description="Checkpoint every this many steps (and at the end)."
+    )
+    keep_checkpoints: int = Field(
+        2, ge=1, le=MAX_SIZE, description="Complete checkpoints kept; older ones are deleted."
+    )
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds the model's initialisation, the data order and dropout.")
 
     @model_validator(mode="after")
     def _betas_in_range(self) -> TrainConfig:

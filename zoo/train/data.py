@@ -21,6 +21,7 @@ micro-step), so a resumed run draws exactly the batches the uninterrupted run wo
 
 from __future__ import annotations
 
+import codecs
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,11 +66,30 @@ def embedded_english() -> tuple[list[Document], str]:
     return docs, "docstrings of Python standard-library modules"
 
 
+TEXT_SAMPLE = 1 << 16
+"""Bytes of a data file checked for being text (UTF-8 without NUL bytes) before it is read whole."""
+
+
 def _read_text(path: Path) -> str:
+    """A UTF-8 text file; a binary one (NUL bytes, or not UTF-8 in its first 64 KiB) is refused by name."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        raw = path.read_bytes()
     except OSError as exc:
         raise TrainError(f"cannot read {path}: {exc.strerror or exc}") from None
+    sample = raw[:TEXT_SAMPLE]
+    problem = None
+    if b"\0" in sample:
+        problem = f"it holds NUL bytes (the first at byte {sample.index(0):,})"
+    else:
+        try:  # an incremental decoder accepts a character cut in two at the end of the sample
+            codecs.getincrementaldecoder("utf-8")().decode(sample, final=len(raw) <= TEXT_SAMPLE)
+        except UnicodeDecodeError as exc:
+            problem = f"it is not UTF-8 (byte {exc.start:,} is {sample[exc.start : exc.start + 1]!r})"
+    if problem is not None:
+        raise TrainError(
+            f"--data {path} is not a text file: {problem}. Give UTF-8 text (.txt, .tsv) or an image folder"
+        )
+    return raw.decode("utf-8", errors="replace")
 
 
 def _check_exists(path: Path) -> None:
@@ -309,9 +329,12 @@ def image_folder(path: Path, image_size: int, num_channels: int) -> tuple[torch.
         for f in sorted(folder.iterdir()):
             if f.suffix.lower() not in IMAGE_SUFFIXES:
                 continue
-            with Image.open(f) as im:
-                im = im.convert(mode).resize((image_size, image_size))
-                pixels = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8)
+            try:
+                with Image.open(f) as im:
+                    im = im.convert(mode).resize((image_size, image_size))
+                    pixels = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8)
+            except (OSError, ValueError, SyntaxError) as exc:  # Pillow's errors for damaged or unknown files
+                raise TrainError(f"--data {path}: {f} is not a readable image ({exc})") from None
             images.append(pixels.view(image_size, image_size, num_channels).permute(2, 0, 1).float() / 255.0)
             labels.append(label)
     if not images:

@@ -6,8 +6,14 @@
 One optimizer step is ``grad_accum`` micro-steps of ``batch_size`` examples (all processes together).
 Batch ``(step, micro)`` is drawn from a generator seeded by ``(seed, step, micro)``, and the optimizer,
 scheduler, loss scaler and RNG states are checkpointed, so a resumed run on the same machine computes
-exactly what the uninterrupted run would have. The loss is checked for NaN/inf at every log point and
-before every checkpoint: a bad loss stops the run naming its step, and the last good checkpoint stays.
+exactly what the uninterrupted run would have. The loss (and the gradient norm) is checked for NaN/inf at
+every log point, and the weights before every checkpoint: a bad value stops the run naming its step, and
+the last good checkpoint (one whose weights are all finite) stays.
+
+``resume=True`` continues a run as it was started: a recipe that differs from the checkpoint's (its
+overrides included) is refused with every difference, unless ``allow_changes=True``, which lets training
+settings change (the learning rate, steps, schedule...); the optimizer, the schedule and the logs then
+all use the new values. A run first removes what a killed process left in its directory.
 
 The loop reports through ``callback(TrainEvent)`` (the CLI draws a progress bar from it) and writes
 ``metrics.jsonl``; it prints nothing itself.
@@ -16,8 +22,10 @@ The loop reports through ``callback(TrainEvent)`` (the CLI draws a progress bar 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +36,7 @@ import torch
 from torch import nn
 
 from zoo.dtypes import dtype_name, parse_dtype
-from zoo.errors import TrainError
+from zoo.errors import CheckpointError, TrainError
 from zoo.recipe import Recipe, load_recipe, positions_fit
 
 from . import checkpoint as ckpt
@@ -77,6 +85,7 @@ def train(
     out: str | Path | None = None,
     device: str = "auto",
     resume: bool = False,
+    allow_changes: bool = False,
     callback: Callable[[TrainEvent], None] | None = None,
     **overrides: Any,
 ) -> TrainResult:
@@ -87,17 +96,22 @@ def train(
         data: the user's data (see ``zoo.train.data``); default ``train.data``, else the embedded data.
         out: the run directory; default ``runs/<recipe name>`` (``-2``, ``-3``... when taken).
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
-        resume: continue from the newest complete checkpoint in ``out``.
+        resume: continue from the newest complete checkpoint in ``out``, with the recipe it was trained with.
+        allow_changes: on resume, accept training settings (``train.*``, the name) that differ from the
+            checkpoint's and train on with them; the model, tokenizer and objective never change.
         callback: receives every ``TrainEvent`` (on rank 0 only, under torchrun).
         overrides: recipe overrides with dotted keys, e.g. ``**{"train.steps": 100}``.
 
     Raises:
         TrainError: bad data, a mismatched checkpoint, a sequence length beyond the positional table, a
-            vocabulary mismatch, a NaN loss. ``RecipeError`` for an invalid recipe.
+            vocabulary mismatch, a NaN loss or weights, a run name that would leave ``runs/``.
+        CheckpointError: a damaged checkpoint file. ``RecipeError`` for an invalid recipe.
     """
     if overrides or not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe, **overrides)
-    trainer = Trainer(recipe, data=data, out=out, device=device, resume=resume, callback=callback)
+    trainer = Trainer(
+        recipe, data=data, out=out, device=device, resume=resume, allow_changes=allow_changes, callback=callback
+    )
     try:
         return trainer.run()
     finally:
@@ -110,9 +124,32 @@ def batch_seed(seed: int, step: int, micro: int) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+def check_run_name(name: str) -> str:
+    """A recipe name that names one folder inside ``runs/``: no path separator, ``..``, absolute path."""
+    separators = {"/", "\\", os.sep, os.altsep or "/"}
+    if (
+        not name.strip()
+        or name in (".", "..")
+        or any(sep in name for sep in separators)
+        or "\0" in name
+        or Path(name).is_absolute()
+    ):
+        raise TrainError(
+            f"the recipe name {name!r} cannot name a run folder inside {RUNS_DIR}/ (it is empty, holds a path "
+            "separator or '..', or is absolute): give the recipe a plain name (--set name=NAME), or pass --out DIR"
+        )
+    return name
+
+
 def default_run_dir(name: str, resume: bool) -> Path:
-    """``runs/NAME``; when it already holds a run, ``runs/NAME-2``, ``-3``... (resume: the newest of them)."""
-    taken = [RUNS_DIR / name] + sorted(RUNS_DIR.glob(f"{name}-*"), key=lambda p: _suffix(p, name))
+    """``runs/NAME``; when it already holds a run, ``runs/NAME-2``, ``-3``... (resume: the newest of them).
+
+    Raises:
+        TrainError: a name that would put the run outside ``runs/`` (``../x``, ``a/b``, ``/tmp/x``).
+    """
+    check_run_name(name)
+    pattern = f"{glob.escape(name)}-*"
+    taken = [RUNS_DIR / name] + sorted(RUNS_DIR.glob(pattern), key=lambda p: _suffix(p, name))
     taken = [p for p in taken if p.exists() and _suffix(p, name) >= 0]
     if resume:
         return taken[-1] if taken else RUNS_DIR / name
@@ -184,8 +221,10 @@ class Trainer:
         device: str,
         resume: bool,
         callback: Callable[[TrainEvent], None] | None,
+        allow_changes: bool = False,
     ) -> None:
         self.recipe = recipe
+        self.allow_changes = allow_changes
         self.config = recipe.train
         self.callback = callback
         self.env = dist.setup(device)
@@ -203,6 +242,7 @@ class Trainer:
             out = dist.broadcast_object(default_run_dir(recipe.name, resume), self.env)
         self.run_dir = Path(out)
         self.resume_from = self._find_checkpoint(resume)
+        self._clean_leftovers()
         if data is None:  # a resumed run reads what it was trained on unless told otherwise
             data = ckpt.read_info(self.resume_from).get("data") if self.resume_from else self.config.data
         self.data_path = Path(data) if data is not None else None
@@ -224,13 +264,42 @@ class Trainer:
         if found is None and resume:
             self._emit("notice", 0, message=f"no complete checkpoint in {self.run_dir}: starting from step 0")
         if found is not None:
-            problems = ckpt.recipe_differences(found, self.recipe)
-            if problems:
-                raise TrainError(
-                    f"{found} was trained from a different recipe; --resume needs the same model:\n  "
-                    + "\n  ".join(problems)
-                )
+            self._check_changes(found)
         return found
+
+    def _check_changes(self, found: Path) -> None:
+        """Refuse a recipe that differs from the checkpoint's, unless the differences are training settings
+        and ``allow_changes`` is set (then say which values change)."""
+        differences = ckpt.recipe_differences(found, self.recipe)
+        fixed = [d for d in differences if not d.changeable]
+        changes = [d for d in differences if d.changeable]
+        if fixed:
+            raise TrainError(
+                f"{found} was trained from a different recipe; --resume needs the same model, tokenizer and "
+                "objective (saved → given):\n  " + "\n  ".join(str(d) for d in differences)
+            )
+        if changes and not self.allow_changes:
+            raise TrainError(
+                f"--resume continues the run of {found} as it was started, and the recipe given differs from its "
+                f"own (saved → given):\n  " + "\n  ".join(str(d) for d in changes) + "\nGive the run's own "
+                f"settings (they are in {found / 'recipe.yaml'}), or pass --allow-changes (allow_changes=True) "
+                "to train on with the new values"
+            )
+        if changes:
+            listed = "; ".join(str(d) for d in changes)
+            self._emit("notice", 0, message=f"resuming with changed settings (saved → given): {listed}")
+
+    def _clean_leftovers(self) -> None:
+        """Remove what a killed process left in the run directory (rank 0, before anything is written)."""
+        removed = ckpt.clean_leftovers(self.run_dir) if self.env.is_main else []
+        dist.barrier(self.env)
+        if removed:
+            self._emit(
+                "notice",
+                0,
+                message=f"removed what an interrupted run left in {self.run_dir}: {', '.join(removed)}",
+                removed=removed,
+            )
 
     def _build(self) -> None:
         from zoo.builder import build
@@ -313,12 +382,25 @@ class Trainer:
 
     def _load(self, path: Path) -> None:
         model_state = ckpt.read_model_state(path)
+        ckpt.check_state_fits(self.model, model_state, path)
+        ckpt.check_finite(model_state, path)
         optimizer_state, trainer_state = ckpt.read_training_state(path)
-        dist.load_full_state(self.wrapped, self.optimizer, model_state, optimizer_state, self.env)
-        self.scheduler.load_state_dict(trainer_state["scheduler"])
-        if trainer_state.get("scaler"):
-            self.scaler.load_state_dict(trainer_state["scaler"])
+        try:
+            dist.load_full_state(self.wrapped, self.optimizer, model_state, optimizer_state, self.env)
+            self.scheduler.load_state_dict(trainer_state["scheduler"])
+            if trainer_state.get("scaler"):
+                self.scaler.load_state_dict(trainer_state["scaler"])
+        except (KeyError, ValueError, RuntimeError, TypeError) as exc:
+            raise CheckpointError(
+                f"{path}: the optimizer or trainer state does not fit this model ({type(exc).__name__}: {exc})"
+            ) from None
+        self._apply_settings()
         self.start_step = int(trainer_state["step"])
+        if self.start_step > self.config.steps:
+            raise TrainError(
+                f"train.steps ({self.config.steps}) is below the step of {path} ({self.start_step}): "
+                "there is nothing left to train; raise train.steps"
+            )
         rng = trainer_state["rng"]
         if len(rng) == self.env.world_size:
             torch.set_rng_state(rng[self.env.rank]["cpu"])
@@ -327,6 +409,21 @@ class Trainer:
         else:  # another number of processes: fresh, still reproducible, dropout streams
             torch.manual_seed(self.config.seed + 1 + self.env.rank + 1_000_003 * self.start_step)
         self._emit("resume", self.start_step, checkpoint=str(path))
+
+    def _apply_settings(self) -> None:
+        """The recipe's optimizer settings and peak learning rate over the checkpoint's (after loading it).
+
+        A checkpoint holds the optimizer's state (moments, step counts) and the schedule's position; its
+        settings come from the recipe, so a resume with ``allow_changes`` trains, schedules and logs with
+        the new values. Unchanged settings give back exactly the values loaded.
+        """
+        c = self.config
+        for group, decay in zip(self.optimizer.param_groups, (c.weight_decay, 0.0), strict=True):
+            group.update(betas=c.betas, eps=c.eps, weight_decay=decay, initial_lr=c.lr)
+        self.scheduler.base_lrs = [c.lr for _ in self.optimizer.param_groups]
+        for group in self.optimizer.param_groups:
+            group["lr"] = c.lr * self._lr_factor(self.scheduler.last_epoch)
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     # ------------------------------------------------------------------------------------------ steps
 
@@ -394,7 +491,17 @@ class Trainer:
         return out
 
     def save(self, step: int, eval_metrics: dict[str, float]) -> Path | None:
+        """Write a checkpoint of ``step``; weights that hold NaN or inf stop the run instead (never saved)."""
         model_state, optimizer_state = dist.full_state(self.wrapped, self.optimizer, self.env)
+        stored = {k: v for k, v in model_state.items() if k not in self.aliases}  # a tied tensor counts once
+        bad = dist.broadcast_object(ckpt.nonfinite_tensors(stored) if self.env.is_main else None, self.env)
+        if bad:
+            kept = self.last_checkpoint.name if self.last_checkpoint else "none was written"
+            raise TrainError(
+                f"the weights became non-finite by step {step} ({len(bad)} of {len(stored) or '?'} tensors hold "
+                f"nan or inf, e.g. {bad[0]}); training stopped without saving. The last good checkpoint is kept "
+                f"({kept}). Try a lower train.lr, train.clip_grad, or precision fp32."
+            )
         rng = {
             "cpu": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state(self.env.device) if self.env.device.type == "cuda" else None,
@@ -462,14 +569,15 @@ class Trainer:
             **per_step,
         )
         started = time.perf_counter()
-        pending: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
+        pending: list[tuple[int, torch.Tensor, torch.Tensor | None, float]] = []
         window_start, window_seen = time.perf_counter(), 0
         last_loss: float | None = None
         eval_metrics: dict[str, float] = {}
         step = self.start_step
         for step in range(self.start_step + 1, config.steps + 1):
+            lr = self.optimizer.param_groups[0]["lr"]  # the rate this step uses, as the schedule set it
             loss, norm, seen = self.train_step(step)
-            pending.append((step, loss, norm))
+            pending.append((step, loss, norm, lr))
             window_seen += seen
             last = step == config.steps
             do_eval = last or (config.eval_interval and step % config.eval_interval == 0)
@@ -492,24 +600,34 @@ class Trainer:
         return TrainResult(self.run_dir, step, last_loss, eval_metrics, seconds, self.last_checkpoint, self.model)
 
     def _flush(
-        self, pending: list[tuple[int, torch.Tensor, torch.Tensor | None]], seen: int, elapsed: float, started: float
+        self,
+        pending: list[tuple[int, torch.Tensor, torch.Tensor | None, float]],
+        seen: int,
+        elapsed: float,
+        started: float,
     ) -> float:
-        """Move the losses of the last steps to the host at once, stop on NaN/inf, log the newest."""
-        losses = dist.all_reduce_mean(torch.stack([loss for _, loss, _ in pending]), self.env).tolist()
-        for (step, _, _), value in zip(pending, losses, strict=True):
+        """Move the losses (and gradient norms) of the last steps to the host at once, stop on NaN/inf, log
+        the newest."""
+        losses = dist.all_reduce_mean(torch.stack([loss for _, loss, _, _ in pending]), self.env).tolist()
+        # A loss scaler (fp16) skips the steps whose gradients overflow: only without one is inf a failure.
+        norms = [(s, n) for s, _, n, _ in pending if n is not None] if not self.scaler.is_enabled() else []
+        norm_values = torch.stack([n.float() for _, n in norms]).tolist() if norms else []
+        checks = [(s, "loss", v) for (s, _, _, _), v in zip(pending, losses, strict=True)]
+        checks += [(s, "gradient norm", v) for (s, _), v in zip(norms, norm_values, strict=True)]
+        for step, what, value in sorted(checks, key=lambda c: c[0]):
             if not math.isfinite(value):
                 kept = self.last_checkpoint.name if self.last_checkpoint else "none was written"
                 raise TrainError(
-                    f"the loss became {value} at step {step}; training stopped without saving. The last good "
+                    f"the {what} became {value} at step {step}; training stopped without saving. The last good "
                     f"checkpoint is kept ({kept}). Try a lower train.lr, train.clip_grad, or precision fp32."
                 )
-        step, _, norm = pending[-1]
+        step, _, norm, lr = pending[-1]
         unit = self.objective.unit
         record = {
             "split": "train",
             "step": step,
             "loss": losses[-1],
-            "lr": self.config.lr * self._lr_factor(step - 1),
+            "lr": lr,
             "grad_norm": float(norm) if norm is not None else None,
             f"{unit}_per_s": seen / elapsed if elapsed > 0 else None,
             "elapsed_s": time.perf_counter() - started,

@@ -19,16 +19,18 @@ METRICS_FILE = "metrics.jsonl"
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Every record of a run, in order (a torn last line from a killed process is skipped)."""
+    """Every record of a run, in order (a torn last line from a killed process, or a damaged one, is skipped)."""
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         raise TrainError(f"{run_dir}: no {METRICS_FILE} (is it a run directory written by zoo train?)")
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(record, dict):  # a damaged line that happens to parse is skipped like a torn one
+            records.append(record)
     return records
 
 

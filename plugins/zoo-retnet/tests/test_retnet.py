@@ -132,10 +132,17 @@ class TestRecipe:
         with pytest.raises(zoo.RecipeError, match=r"attention\.value_factor: Input should be greater than or equal"):
             zoo.load_recipe("retnet-tiny", **{"attention.value_factor": 0})
 
-    def test_a_score_bias_is_refused(self):
-        model = zoo.build("retnet-tiny", positional={"type": "alibi"})
+    @pytest.mark.parametrize("positional", ["alibi", "t5_relative"])
+    def test_a_score_bias_is_refused(self, positional):
+        # By validation (RetentionConfig.positional_styles), before anything is built ...
+        with pytest.raises(zoo.RecipeError, match=rf"attention 'retention' cannot take positional '{positional}'"):
+            zoo.load_recipe("retnet-tiny", positional={"type": positional})
+        # ... and by the module itself, used without zoo's recipes.
+        from zoo.components.positional import ALiBi
+
+        layer = MultiScaleRetention(16, num_heads=2)
         with pytest.raises(ValueError, match=r"retention cannot add a score bias \(alibi, t5_relative\)"):
-            model(ids(1, 4))
+            layer(torch.randn(1, 4, 16), pos=ALiBi(16, num_heads=2))
 
 
 @pytest.mark.slow

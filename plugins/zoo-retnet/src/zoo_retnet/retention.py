@@ -31,6 +31,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
+from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
 
 __all__ = ["MultiScaleRetention", "RetentionConfig", "RetentionState", "retention", "retention_decays"]
 
@@ -208,9 +209,16 @@ class RetentionConfig(ComponentConfig):
 
     type: Literal["retention"] = "retention"
     requires_causal: ClassVar[bool] = True
-    num_heads: int = Field(ge=1, description="Heads, each with its own decay 1 - 2^(-5-h).")
-    head_dim: int | None = Field(None, ge=1, description="Query/key features per head; default d_model // num_heads.")
-    value_factor: int = Field(2, ge=1, description="Value and gate features per head, as a multiple of head_dim.")
+    supports_cross: ClassVar[bool] = False  # causal self-attention only
+    # A score bias (alibi, t5_relative) has no recurrent form: retention rotates (rope) or takes embedded positions.
+    positional_styles: ClassVar[frozenset[str]] = frozenset({"none", "embed", "rotate"})
+    num_heads: int = Field(ge=1, le=MAX_HEADS, description="Heads, each with its own decay 1 - 2^(-5-h).")
+    head_dim: int | None = Field(
+        None, ge=1, le=MAX_HEAD_DIM, description="Query/key features per head; default d_model // num_heads."
+    )
+    value_factor: int = Field(
+        2, ge=1, le=MAX_HEADS, description="Value and gate features per head, as a multiple of head_dim."
+    )
     bias: bool = Field(False, description="Learn biases in the projections.")
     eps: float = Field(1e-6, gt=0, description="Epsilon of the per-head GroupNorm.")
 
