@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from clean_errors import FAST as TINY_RUN
+from clean_errors import assert_clean_error, cli
 
 import zoo
-from zoo.cli import app
 from zoo.errors import ArgumentError
 from zoo.generate import MAX_NEW_TOKENS, generate, generate_text, sample_next
 from zoo.limits import count_argument
@@ -20,13 +20,7 @@ from zoo.train import read_metrics, train
 from zoo.train.loop import lr_factor
 
 FAST = {
-    "train.steps": 2,
-    "train.batch_size": 2,
-    "train.seq_len": 16,
-    "train.eval_batches": 1,
-    "train.eval_interval": 0,
-    "train.warmup_steps": 1,
-    "train.log_interval": 1,
+    **TINY_RUN,
     "train.checkpoint_interval": 2,
     "train.lr": 1e-3,
 }
@@ -39,18 +33,6 @@ def trained(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("trained") / "run"
     train("gpt-tiny", out=run, device="cpu", **FAST)
     return run
-
-
-def cli(*args: str):
-    return CliRunner().invoke(app, list(args))
-
-
-def assert_clean_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, (result.output, result.exception)
-    assert "Traceback" not in result.output
-    text = " ".join(result.output.split())
-    for fragment in fragments:
-        assert fragment in text, (fragment, result.output)
 
 
 # ---------------------------------------------------------------------------------------------- zoo generate

@@ -12,23 +12,17 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from clean_errors import FAST as TINY_RUN
+from clean_errors import assert_clean_error, cli
 from safetensors.torch import load_file, save_file
-from typer.testing import CliRunner
 
 import zoo
-from zoo.cli import app
 from zoo.errors import CheckpointError, HFImportError, ZooError
 from zoo.train import checkpoint as ckpt
 from zoo.train import load_run, train
 
 FAST = {
-    "train.steps": 2,
-    "train.batch_size": 2,
-    "train.seq_len": 16,
-    "train.eval_batches": 1,
-    "train.eval_interval": 0,
-    "train.warmup_steps": 1,
-    "train.log_interval": 1,
+    **TINY_RUN,
     "train.checkpoint_interval": 2,
 }
 SETS = [a for k, v in FAST.items() for a in ("--set", f"{k}={v}")]
@@ -73,18 +67,6 @@ def swap_recipe(path: Path) -> None:
     recipe = yaml.safe_load(path.read_text())
     recipe["d_model"], recipe["attention"]["num_heads"] = 32, 4
     path.write_text(yaml.safe_dump(recipe))
-
-
-def cli(*args: str):
-    return CliRunner().invoke(app, list(args))
-
-
-def assert_clean_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, (result.output, result.exception)
-    assert "Traceback" not in result.output
-    text = " ".join(result.output.split())
-    for fragment in fragments:
-        assert fragment in text, (fragment, result.output)
 
 
 # ---------------------------------------------------------------------------------------------- a training run

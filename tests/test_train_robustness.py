@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from clean_errors import FAST as TINY_RUN
 
 import zoo
 from zoo.errors import RecipeError, TrainError, ZooError
@@ -17,13 +18,7 @@ from zoo.train import read_metrics, train
 from zoo.train.loop import Trainer, default_run_dir, lr_factor
 
 FAST = {
-    "train.steps": 2,
-    "train.batch_size": 2,
-    "train.seq_len": 16,
-    "train.eval_batches": 1,
-    "train.eval_interval": 0,
-    "train.warmup_steps": 1,
-    "train.log_interval": 1,
+    **TINY_RUN,
     "train.checkpoint_interval": 1,
     "train.lr": 1e-3,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -40,6 +40,23 @@ class Provenance:
     """Built inside another component (an MoE's expert), whose cost includes it."""
 
 
+def _call_factory(what: str, plugin: str, make: Callable[[], Any]) -> nn.Module:
+    """``make()``, a registered factory's call: whatever it raises (but an interrupt), or a non-module it returns,
+    becomes a ``RecipeError`` naming the component and its plugin."""
+    try:
+        module = make()
+    except RecipeError:
+        raise  # a nested component's, which names itself
+    except BaseException as exc:  # noqa: BLE001 - whatever a plugin's factory raises is its failure to build
+        _not_an_interrupt(exc)
+        raise RecipeError(f"{what} (plugin '{plugin}') failed to build: {_raised(exc)}") from exc
+    if not isinstance(module, nn.Module):
+        raise RecipeError(
+            f"{what} (plugin '{plugin}'): its factory returned {type(module).__name__}, not a torch.nn.Module"
+        )
+    return module
+
+
 class _Maker:
     """The ``make(kind, config, ctx)`` callback handed to architecture builders."""
 
@@ -49,27 +66,17 @@ class _Maker:
 
     def __call__(self, kind: str, config: ComponentConfig, ctx: BuildContext, *, nested: bool = False) -> nn.Module:
         component = self.registry.get(kind, config.type)
-        try:
-            specs = spec_fields(component.config)
+
+        def make() -> Any:
             kwargs: dict[str, Any] = config.arguments()
-            for name, nested_kind in specs.items():
+            for name, nested_kind in spec_fields(component.config).items():
                 if kwargs.get(name) is not None:
                     kwargs[name] = partial(self._nested, nested_kind, kwargs[name], ctx)
             for key, value in ctx.as_kwargs(component.accepts).items():
                 kwargs.setdefault(key, value)
-            module = component.factory(ctx.d_model, **kwargs)
-        except RecipeError:
-            raise  # a nested component's, which names itself
-        except BaseException as exc:  # noqa: BLE001 - whatever a plugin's factory raises is its failure to build
-            _not_an_interrupt(exc)
-            raise RecipeError(
-                f"{kind} '{config.type}' (plugin '{component.plugin}') failed to build: {_raised(exc)}"
-            ) from exc
-        if not isinstance(module, nn.Module):
-            raise RecipeError(
-                f"{kind} '{config.type}' (plugin '{component.plugin}'): its factory returned "
-                f"{type(module).__name__}, not a torch.nn.Module"
-            )
+            return component.factory(ctx.d_model, **kwargs)
+
+        module = _call_factory(f"{kind} '{config.type}'", component.plugin, make)
         self.made[id(module)] = Provenance(kind, config.type, component.plugin, config, ctx, nested)
         return module
 
@@ -220,19 +227,8 @@ def _assemble(recipe: Recipe, registry: Registry, device: torch.device, dtype: t
     architecture = registry.get("architecture", recipe.architecture)
     skip_init = _SkipInitOnMeta() if device.type == "meta" else contextlib.nullcontext()
     with device, _default_dtype(dtype), skip_init:
-        try:
-            model = architecture.factory(recipe, maker)
-        except RecipeError:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - an architecture's code (a plugin's, possibly)
-            _not_an_interrupt(exc)
-            raise RecipeError(
-                f"architecture '{recipe.architecture}' (plugin '{architecture.plugin}') failed to build: {_raised(exc)}"
-            ) from exc
-    if not isinstance(model, nn.Module):
-        raise RecipeError(
-            f"architecture '{recipe.architecture}' (plugin '{architecture.plugin}'): its factory returned "
-            f"{type(model).__name__}, not a torch.nn.Module"
+        model = _call_factory(
+            f"architecture '{recipe.architecture}'", architecture.plugin, lambda: architecture.factory(recipe, maker)
         )
     maker.made[id(model)] = Provenance("architecture", recipe.architecture, architecture.plugin)
     model.recipe = recipe
