@@ -1,5 +1,5 @@
-"""What the robustness tests share: a tiny training configuration, the CLI run in-process, and the shape of a
-clean error (exit status 2, the message, no traceback)."""
+"""What the recipe and robustness tests share: a small valid recipe, a tiny training configuration, the CLI
+run in-process, and the shape of a clean error (exit status 2, the message, no traceback)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,20 @@ FAST = {
     "train.log_interval": 1,
 }
 """A two-step run of a tiny recipe: seconds on a CPU."""
+
+BASE = {
+    "name": "t",
+    "architecture": "decoder",
+    "vocab_size": 64,
+    "d_model": 32,
+    "num_layers": 2,
+    "max_len": 16,
+    "attention": {"type": "mha", "num_heads": 4},
+    "positional": {"type": "learned"},
+    "norm": {"type": "layernorm"},
+    "ffn": {"type": "mlp", "hidden": 64},
+}
+"""A small valid decoder recipe that the recipe tests break one field at a time."""
 
 
 def cli(*args: str):

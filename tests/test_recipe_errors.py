@@ -6,25 +6,13 @@ from typing import Literal
 
 import pytest
 import torch
+from clean_errors import BASE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zoo
 from zoo.config import ComponentConfig
 from zoo.recipe import deep_merge
-
-BASE = {
-    "name": "t",
-    "architecture": "decoder",
-    "vocab_size": 64,
-    "d_model": 32,
-    "num_layers": 2,
-    "max_len": 16,
-    "attention": {"type": "mha", "num_heads": 4},
-    "positional": {"type": "learned"},
-    "norm": {"type": "layernorm"},
-    "ffn": {"type": "mlp", "hidden": 64},
-}
 
 MOE = {"type": "moe", "num_experts": 2, "top_k": 1, "expert": {"type": "swiglu", "hidden": 8}}
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pytest
 import torch
+from clean_errors import BASE
 from pydantic import model_validator
 from torch import nn
 
@@ -25,18 +26,6 @@ from zoo.config import ComponentConfig
 from zoo.recipe import deep_merge, limits, load_yaml, named_recipes, parse_override
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = {
-    "name": "t",
-    "architecture": "decoder",
-    "vocab_size": 64,
-    "d_model": 32,
-    "num_layers": 2,
-    "max_len": 16,
-    "attention": {"type": "mha", "num_heads": 4},
-    "positional": {"type": "learned"},
-    "norm": {"type": "layernorm"},
-    "ffn": {"type": "mlp", "hidden": 64},
-}
 
 
 def errors_of(source: Any, **overrides: Any) -> list[tuple[str, str]]:
