@@ -1,9 +1,11 @@
 """Save a built model as (resolved recipe, weights) and load it back bit for bit.
 
-A saved folder holds ``recipe.yaml``, ``model.safetensors`` and ``checksums.json`` (the sha256 of the
-weights). Every file is read defensively: an empty, truncated or pickled weights file, invalid JSON, a
-torch file that holds code, weights that do not match their checksum or do not fit their recipe are each
-a ``CheckpointError`` naming the file and what is wrong. Folders saved before checksums existed still load.
+A saved folder holds ``recipe.yaml``, ``model.safetensors``, ``config.json`` (the recipe as JSON, beside the
+weights as Hugging Face tools expect) and ``checksums.json`` (the sha256 of the weights). ``load`` also reads
+training checkpoints, run folders and Hugging Face folders (``zoo.locate``). Every file is read defensively:
+an empty, truncated or pickled weights file, invalid JSON, a torch file that holds code, weights that do not
+match their checksum or do not fit their recipe are each a ``CheckpointError`` naming the file and what is
+wrong. Folders saved before checksums existed still load.
 """
 
 from __future__ import annotations
@@ -24,23 +26,41 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from .dtypes import from_safetensors
-from .errors import CheckpointError, RecipeError, ZooError
+from .errors import CheckpointError, ZooError
 
 RECIPE_FILE = "recipe.yaml"
 WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+"""Beside the weights, as Hugging Face tools expect: ``{"zoo_version", "architecture", "recipe"}``."""
 CHECKSUMS_FILE = "checksums.json"
 """``{"sha256": {file name: hex digest}}`` of a folder written by ``save``."""
 CHECKSUM_RECORDS = (CHECKSUMS_FILE, "run.json")
 """The files that may record the sha256 of the files beside them (a training checkpoint's is run.json)."""
 
 
+def umask() -> int:
+    """The process's file mode creation mask (read without changing it for good)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def public_mode(path: Path, *, directory: bool = False) -> None:
+    """Give ``path`` the permissions a plain ``open`` / ``mkdir`` would (0644 / 0755 under umask 022):
+    temporary files and folders are created private (0600 / 0700), and a renamed one keeps that."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask())
+
+
 def atomic_write(path: Path, write: Any) -> None:
-    """Call ``write(tmp_path)`` then rename onto ``path``: readers see the old file or the whole new one."""
+    """Call ``write(tmp_path)`` then rename onto ``path``: readers see the old file or the whole new one,
+    with the permissions the umask gives."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(Path(tmp))
+        public_mode(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -221,33 +241,55 @@ def _names(names: list[str], limit: int = 6) -> str:
 
 
 def save(model: nn.Module, directory: str | Path) -> Path:
-    """Write ``recipe.yaml`` (fully resolved) and ``model.safetensors`` into ``directory``."""
+    """Write a model folder: ``model.safetensors``, ``recipe.yaml`` (fully resolved), ``config.json`` (the same
+    recipe as JSON beside the weights, as Hugging Face tools expect) and ``checksums.json``.
+
+    ``model.save_pretrained(directory)`` is the same call.
+    """
+    from . import __version__
+
     recipe = getattr(model, "recipe", None)
     if recipe is None:
         raise ValueError("this model was not built by zoo.build (it has no .recipe); cannot save its recipe")
     if any(p.is_meta for p in model.parameters()):
         raise ValueError("a model built on the meta device has no weights to save; build it on cpu or cuda")
     directory = Path(directory)
+    data = recipe.to_dict()
+    config = {"zoo_version": __version__, "architecture": recipe.architecture, "recipe": data}
     atomic_write(directory / WEIGHTS_FILE, lambda tmp: save_model(model, str(tmp)))
-    sums = json.dumps({"sha256": {WEIGHTS_FILE: sha256_file(directory / WEIGHTS_FILE)}}, indent=1)
-    atomic_write(directory / CHECKSUMS_FILE, lambda tmp: tmp.write_text(sums, encoding="utf-8"))
-    atomic_write(directory / RECIPE_FILE, lambda tmp: tmp.write_text(dump_recipe(recipe.to_dict()), encoding="utf-8"))
+    atomic_write(directory / CONFIG_FILE, lambda tmp: tmp.write_text(json.dumps(config, indent=1), encoding="utf-8"))
+    atomic_write(directory / RECIPE_FILE, lambda tmp: tmp.write_text(dump_recipe(data), encoding="utf-8"))
+    text = json.dumps({"sha256": {WEIGHTS_FILE: sha256_file(directory / WEIGHTS_FILE)}}, indent=1)
+    atomic_write(directory / CHECKSUMS_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return directory
 
 
-def load(directory: str | Path, *, device: str | torch.device | None = None) -> nn.Module:
-    """The model ``save`` wrote: same recipe, identical weights.
+def load(path: str | Path, *, device: str | torch.device | None = None) -> nn.Module:
+    """The model in ``path``: a zoo model folder (what ``save`` wrote: same recipe, identical weights), a training
+    checkpoint folder, a run folder (its latest complete checkpoint) or a Hugging Face folder (converted).
+
+    ``Model.from_pretrained(path)`` is the same call. Which folder was read: ``zoo.locate.locate(path).note``.
 
     Raises:
-        RecipeError: no recipe, or an invalid one.
+        NotAModelFolder: ``path`` is none of those (the message lists what each holds).
+        RecipeError: an invalid recipe. ``HFImportError``: a Hugging Face config zoo does not reproduce.
         CheckpointError: weights that are damaged, do not match their checksum or do not fit the recipe.
     """
+    from .locate import locate
+
+    folder = locate(path)
+    if folder.kind == "hf":
+        from .hf import from_hf
+
+        model = from_hf(folder.path)
+        return model.to(device) if device is not None else model
+    return _load_zoo_folder(folder.path, device=device)
+
+
+def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> nn.Module:
     from .builder import build
 
-    directory = Path(directory)
     recipe_path, weights = directory / RECIPE_FILE, directory / WEIGHTS_FILE
-    if not recipe_path.is_file():
-        raise RecipeError(f"no {RECIPE_FILE} in {directory}: not a directory written by zoo build --out / zoo.save")
     header = None
     if weights.is_file():
         header = safetensors_header(weights)
@@ -263,3 +305,26 @@ def load(directory: str | Path, *, device: str | torch.device | None = None) -> 
         check_fits(model, {name: shape for name, (_, shape) in header.items()}, weights=weights, recipe=recipe_path)
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))
     return model
+
+
+class Pretrained:
+    """``save_pretrained`` / ``from_pretrained`` for zoo's models, by the names Hugging Face users expect.
+
+    The same as ``zoo.save(model, directory)`` and ``zoo.load(path)``, which work for any model ``zoo.build``
+    made (a plugin architecture's too).
+    """
+
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write this model's folder (recipe.yaml, config.json, model.safetensors, checksums.json)."""
+        return save(self, directory)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, device: str | torch.device | None = None) -> nn.Module:
+        """The model in ``path`` (a model, checkpoint, run or Hugging Face folder), which must be a ``cls``."""
+        model = load(path, device=device)
+        if not isinstance(model, cls):
+            raise ZooError(
+                f"{path} holds a {type(model).__name__} ({model.recipe.architecture}), not a {cls.__name__}: "
+                "load it with zoo.load(path), which returns whatever the folder holds"
+            )
+        return model

@@ -34,7 +34,8 @@ __all__ = [
     "build_mask",
 ]
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
+"""The named recipes zoo ships, inside the package (the repository's top-level ``recipes`` links here)."""
 
 
 class ArchitectureConfig(ComponentConfig):

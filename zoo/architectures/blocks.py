@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 from torch import nn
 
+from zoo.checkpoint import Pretrained
 from zoo.components.attention import causal_mask
 from zoo.components.block import Block
 
@@ -34,6 +35,26 @@ class ModelOutput:
     cache: Any = None
     hidden_states: torch.Tensor | None = None
     encoder_hidden: torch.Tensor | None = None
+
+    def __getitem__(self, key: str | int) -> Any:
+        """``out["logits"]`` as ``out.logits`` (a field left None is a KeyError, as in transformers), or
+        ``out[0]``: the i-th field that is set."""
+        if isinstance(key, str):
+            if key not in self.keys():
+                raise KeyError(f"{key!r}: this output has {', '.join(self.keys())}")
+            return getattr(self, key)
+        return self.to_tuple()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def keys(self) -> list[str]:
+        """The names of the fields that are set (not None), in order."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        """The fields that are set, in order: ``logits`` first."""
+        return tuple(getattr(self, name) for name in self.keys())
 
 
 @dataclass
@@ -103,7 +124,7 @@ class TransformerStack(nn.Module):
         return [block.cross_attention.new_cache(batch_size, max_len) for block in self.blocks]
 
 
-class HeadedStack(TransformerStack):
+class HeadedStack(TransformerStack, Pretrained):
     """A stack between an input embedding and an output head: the single-stack families."""
 
     def __init__(self, *, embedding: nn.Module, head: nn.Module, max_len: int, **stack: Any) -> None:

@@ -11,6 +11,7 @@ from zoo.components.positional import positions_for
 from .blocks import (
     ModelCache,
     ModelOutput,
+    Pretrained,
     TransformerStack,
     build_mask,
     collect_aux_losses,
@@ -19,7 +20,7 @@ from .blocks import (
 )
 
 
-class EncoderDecoderModel(nn.Module):
+class EncoderDecoderModel(nn.Module, Pretrained):
     """Source ids (N, S) and target ids (N, T) -> next-token logits over the target (N, T, V)."""
 
     def __init__(

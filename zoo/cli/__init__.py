@@ -84,15 +84,27 @@ app = typer.Typer(
     cls=ZooGroup,
     help="Build, inspect and list Transformer models assembled from registered components by recipes.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     # Plain help: typer's rich help imports markdown rendering, which would double `zoo --help`'s start-up.
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from zoo import __version__
+
+        print(f"zoo {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print zoo's version and exit."),
+    ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of errors.")] = False,
     disable_plugins: Annotated[
         str | None,

@@ -351,6 +351,25 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _folder_recipe(folder: Path) -> tuple[Path | None, dict[str, Any]]:
+    """The recipe of a model, checkpoint, run or Hugging Face folder (``zoo.locate``): its file and data."""
+    from zoo.locate import locate
+
+    found = locate(folder)
+    if found.recipe_file is None:
+        from zoo.hf import hf_recipe
+
+        return None, hf_recipe(found.path)
+    return found.recipe_file, read_recipe_file(found.recipe_file)
+
+
 def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     """A recipe file from a path (relative to ``relative_to`` first) or a recipe name."""
     if len(ref) > MAX_REF_CHARS:
@@ -466,6 +485,8 @@ def load_recipe(source: str | Path | Mapping[str, Any] | Recipe, **overrides: An
     elif isinstance(source, Mapping):
         check_tree(source)
         data = copy.deepcopy(dict(source))
+    elif isinstance(source, (str, Path)) and _is_dir(Path(source)):
+        path, data = _folder_recipe(Path(source))
     elif isinstance(source, (str, Path)):
         path = find_recipe(str(source))
         data = read_recipe_file(path)

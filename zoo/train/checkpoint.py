@@ -3,6 +3,7 @@
 A run directory looks like::
 
     RUN_DIR/
+      run.yaml                      how the run was started: recipe, overrides, data (--resume rebuilds it)
       metrics.jsonl                 one JSON record per log step and per evaluation
       checkpoints/
         latest                      name of the newest complete checkpoint (atomically replaced)
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -43,6 +43,7 @@ from zoo.checkpoint import (
     atomic_write,
     check_fits,
     dump_recipe,
+    public_mode,
     read_json,
     read_safetensors,
     read_torch_file,
@@ -51,20 +52,23 @@ from zoo.checkpoint import (
     verify_checksum,
 )
 from zoo.errors import CheckpointError, TrainError
+from zoo.locate import (
+    CHECKPOINT_NAME,
+    CHECKPOINT_REQUIRED,
+    CHECKPOINTS,
+    LATEST,
+    RUN_FILE,
+    complete_checkpoint,
+    latest_checkpoint,
+)
 from zoo.recipe import Recipe
 
 from .tokenizer import Tokenizer, tokenizer_from_json
 
-CHECKPOINTS = "checkpoints"
-LATEST = "latest"
 OPTIMIZER_FILE = "optimizer.pt"
 TRAINER_FILE = "trainer.pt"
 TOKENIZER_FILE = "tokenizer.json"
-RUN_FILE = "run.json"
-"""Written last inside the temporary folder: a checkpoint folder without it is not one."""
-REQUIRED = (RUN_FILE, WEIGHTS_FILE, RECIPE_FILE, OPTIMIZER_FILE, TRAINER_FILE)
-"""The files every complete checkpoint folder has."""
-CHECKPOINT_NAME = re.compile(r"step-\d{8,}")
+REQUIRED = CHECKPOINT_REQUIRED
 LEFTOVER_PREFIXES = (".tmp-", ".old-", ".del-")
 """Hidden folders of writes, swaps and deletions that a killed process did not finish."""
 
@@ -99,6 +103,7 @@ def write_checkpoint(
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
+    public_mode(tmp, directory=True)  # mkdtemp makes it 0700; once renamed it is the checkpoint folder
     try:
         weights = {k: v.detach().contiguous() for k, v in model_state.items() if k not in aliases}
         save_file(weights, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", "step": str(step)})
@@ -111,6 +116,7 @@ def write_checkpoint(
         record = {**info, "step": step, "aliases": aliases, "sha256": sums}
         (tmp / RUN_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
         for f in tmp.iterdir():
+            public_mode(f)  # safetensors writes its files 0600 whatever the umask
             _fsync(f)
         if final.exists():  # the same step written again (a resumed run): swap, never a moment without one
             old = root / f".old-{final.name}"
@@ -129,12 +135,7 @@ def write_checkpoint(
     return final
 
 
-def _complete(folder: Path) -> bool:
-    return (
-        folder.is_dir()
-        and CHECKPOINT_NAME.fullmatch(folder.name) is not None
-        and all((folder / name).is_file() for name in REQUIRED)
-    )
+_complete = complete_checkpoint
 
 
 def _remove(folder: Path) -> None:
@@ -195,23 +196,6 @@ def clean_leftovers(run_dir: str | Path) -> list[str]:
 
 def _step_of(folder: Path) -> int:
     return int(folder.name.removeprefix("step-"))
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run, or None. ``run_dir`` may also be a checkpoint folder."""
-    run_dir = Path(run_dir)
-    if _complete(run_dir):
-        return run_dir
-    root = run_dir / CHECKPOINTS
-    if not root.is_dir():
-        return None
-    pointer = root / LATEST
-    if pointer.is_file():
-        name = pointer.read_text(encoding="utf-8", errors="replace").strip()
-        if CHECKPOINT_NAME.fullmatch(name) and _complete(root / name):  # a damaged pointer is ignored
-            return root / name
-    complete = sorted(p for p in root.iterdir() if _complete(p))
-    return complete[-1] if complete else None
 
 
 def read_info(checkpoint: Path) -> dict[str, Any]:
@@ -351,6 +335,50 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
             out.update(_flatten(v, f"{prefix}{k}."))
         return out
     return {prefix.rstrip("."): data}
+
+
+START_FILE = "run.yaml"
+"""``RUN_DIR/run.yaml``: how the run was started (the recipe named, its file, the overrides on top, the data,
+the folder its weights came from). ``--resume`` rebuilds that recipe: the recipe as it reads now, with the
+saved overrides under any new ones."""
+_START_HEADER = (
+    "# How this run was started: `zoo train RECIPE --out RUN --resume` re-reads the recipe with these overrides.\n"
+)
+
+
+def write_start(run_dir: Path, record: dict[str, Any]) -> None:
+    """Write ``run.yaml`` atomically (plain data: the overrides as JSON-like values)."""
+    from zoo.recipe import dump_yaml
+
+    plain = json.loads(json.dumps(record, default=str))  # tuples -> lists, paths -> text
+    text = _START_HEADER + dump_yaml(plain)
+    atomic_write(run_dir / START_FILE, lambda path: path.write_text(text, encoding="utf-8"))
+
+
+def read_start(run_dir: Path) -> dict[str, Any] | None:
+    """``run.yaml`` of a run, or None when it has none (a run of an older zoo, or a new folder).
+
+    Raises:
+        TrainError: the file is not a mapping with a mapping of ``overrides`` (it was edited or damaged).
+    """
+    import yaml
+
+    from zoo.recipe import load_yaml
+
+    path = run_dir / START_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise TrainError(f"{path} cannot be read ({exc}): delete it to resume with the recipe as given") from None
+    overrides = data.get("overrides") if isinstance(data, dict) else None
+    if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
+        raise TrainError(
+            f"{path} does not record how the run was started (no mapping of 'overrides'): delete it to resume "
+            "with the recipe as given"
+        )
+    return data
 
 
 @dataclass
