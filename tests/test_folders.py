@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from clean_errors import FAST, assert_clean_error, cli
 
 import zoo
 from zoo.locate import NotAModelFolder, locate
 from zoo.train import train
-
-from clean_errors import FAST, assert_clean_error, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {
