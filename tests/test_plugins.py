@@ -401,7 +401,7 @@ def test_the_guides_minimal_plugin_installs_and_builds(tmp_path):
         cli = "import sys; from zoo.cli import main; sys.argv[0] = 'zoo'; main()"
         listed = subprocess.run([sys.executable, "-c", cli, "list", "norm"], env=env, capture_output=True, text=True)
         assert listed.returncode == 0, listed.stderr
-        assert re.search(r"scalenorm\s+zoo-scalenorm 0\.1\.0\s+ScaleNorm: the input divided by", listed.stdout)
+        assert re.search(r"scalenorm\s+\(zoo-scalenorm 0\.1\.0\)\s+ScaleNorm: the input divided by", listed.stdout)
         # The plugin's three-line test file runs zoo's whole contract suite on ScaleNorm, and passes.
         tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "zoo-scalenorm"]
         ran = subprocess.run(tests, cwd=tmp_path, env=env, capture_output=True, text=True)

@@ -10,6 +10,15 @@ class ZooError(Exception):
     """Base class of zoo's own errors."""
 
 
+class ZooWarning(UserWarning):
+    """Base class of zoo's warnings: something worked, but not quite as written. The CLI prints them as
+    ``warning: <message>``."""
+
+
+class RecipeWarning(ZooWarning):
+    """A recipe or override was applied with a change the user should know of (options dropped, ...)."""
+
+
 class RecipeError(ZooError, ValueError):
     """A recipe that cannot be built: names the file, the field path, the cause and a fix.
 
@@ -80,3 +89,8 @@ class CheckpointError(ZooError, ValueError):
 
 class ArgumentError(ZooError, ValueError):
     """A number (or other argument) outside the range a function accepts: names it, its range and the value."""
+
+
+class PredictError(ZooError, ValueError):
+    """``zoo predict`` cannot label these inputs with this model: a model that generates instead, an input
+    without a mask, an unreadable image, no tokenizer. The message names the input or folder and the fix."""

@@ -25,7 +25,7 @@ from typing import Any
 import pluggy
 
 from . import __version__, hookspecs
-from .errors import PluginError
+from .errors import PluginError, ZooWarning
 from .hookspecs import PLUGIN_API_VERSION
 from .registry import Registry
 
@@ -64,7 +64,7 @@ pm = pluggy.PluginManager("zoo")
 pm.add_hookspecs(hookspecs)
 
 
-class PluginWarning(UserWarning):
+class PluginWarning(ZooWarning):
     """A plugin was skipped: it failed to load or register. The zoo works on without it."""
 
 

@@ -31,6 +31,12 @@ class LayerTable:
     note: str | None = None
     repeated: list[str] = field(default_factory=list)
     """Modules holding parameters that the forward pass called more than once (torchinfo counts each call)."""
+    mult_adds: int | None = None
+    """torchinfo's "Total mult-adds": batch x the parameters of each leaf module (None without a forward pass)."""
+    pass_bytes: int | None = None
+    """torchinfo's "Forward/backward pass size": twice the outputs of leaf modules with parameters."""
+    param_bytes: int | None = None
+    """torchinfo's "Params size": the parameters' bytes, a tied tensor once per module holding it."""
 
 
 def input_family(model: nn.Module) -> str | None:
@@ -98,9 +104,13 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {text[0] if text else ''}"
 
 
-def layer_table(model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int, depth: int = 3) -> LayerTable:
-    """torchinfo's summary of ``model`` with a forward pass on real-shaped inputs where one can run."""
+def layer_table(
+    model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int, depth: int = 1, width: int | None = None
+) -> LayerTable:
+    """torchinfo's summary of ``model`` with a forward pass on real-shaped inputs where one can run; ``width``
+    (columns) narrows torchinfo's two columns so that the table fits (default: torchinfo's own width)."""
     import torchinfo
+
 
     device = next(model.parameters()).device
     inputs = example_inputs(model, recipe, batch=batch, seq_len=seq_len)
@@ -118,11 +128,33 @@ def layer_table(model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int, d
         hook = model.register_forward_hook(lambda module, args, output: getattr(output, "logits", output))
         try:
             stats = torchinfo.summary(model, input_data=inputs, depth=depth, device=device, verbose=0)
-            return LayerTable(str(stats), stats.total_params, device.type, repeated=_repeated(model, stats))
+            return LayerTable(
+                _fitted(stats, width),
+                stats.total_params,
+                device.type,
+                repeated=_repeated(model, stats),
+                mult_adds=stats.total_mult_adds,
+                pass_bytes=stats.total_output_bytes,
+                param_bytes=stats.total_param_bytes,
+            )
         except Exception as exc:  # noqa: BLE001 - any failure of the forward pass falls back to the static table
             failed = f"the forward pass on {device.type} failed ({_first_line(exc)})"
             note = f"torchinfo ran without a forward pass: {failed}"
         finally:
             hook.remove()
     stats = torchinfo.summary(model, depth=depth, device=device, verbose=0)
-    return LayerTable(str(stats), stats.total_params, "none", note)
+    return LayerTable(_fitted(stats, width), stats.total_params, "none", note)
+
+
+def _fitted(stats, width: int | None) -> str:
+    """torchinfo's table as text, narrowed to fit ``width`` where its contents allow: the layer-name column to its
+    longest name, the other columns (to 16 characters at least) share what is left."""
+    if width is not None:
+        f = stats.formatting
+        longest = max(
+            (len(i.get_layer_name(f.show_var_name, f.show_depth)) + i.depth * 5 + 1 for i in stats.summary_list),
+            default=0,
+        )
+        f.layer_name_width = max(longest, min(f.layer_name_width, width - 2 * 16))
+        f.col_width = max(16, min(f.col_width, (width - f.layer_name_width) // max(1, len(f.col_names))))
+    return str(stats)

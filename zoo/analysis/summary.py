@@ -70,6 +70,36 @@ class ModelSummary:
         why = f": {'; and '.join(reasons)}" if reasons else ""
         return f"torchinfo reports {reported:,} parameters{why}. The model has {true:,}, each tensor counted once."
 
+    @property
+    def torchinfo_reconciled(self) -> list[str]:
+        """One line for each figure torchinfo prints that differs from zoo's own, saying why (parameters
+        first: ``torchinfo_note``)."""
+        t = self.layers
+        if t is None:
+            return []
+        lines = [self.torchinfo_note] if self.torchinfo_note else []
+        if t.mult_adds is not None:
+            lines.append(
+                f"torchinfo's mult-adds ({t.mult_adds:,}) are batch x each module's parameters: once per sequence, "
+                f"not per token, and no attention scores. zoo's forward FLOPs: {self.flops.forward_per_batch:,} "
+                "per batch (2 per weight per token, plus attention)."
+            )
+        if t.pass_bytes is not None:
+            activations = self.memory.activation_bytes
+            lines.append(
+                f"torchinfo's forward/backward pass size ({t.pass_bytes / 1e6:,.2f} MB) is twice every parameterised "
+                f"module's output in the model's dtype. zoo's activations ({activations / 2**20:,.2f} MiB) are the "
+                "tensors backward keeps, in bf16, fused attention."
+            )
+        if t.param_bytes is not None:
+            fp32 = self.memory.weights["fp32"]
+            if t.param_bytes != fp32:
+                lines.append(
+                    f"torchinfo's params size ({t.param_bytes / 1e6:,.2f} MB, decimal) counts a tied tensor once "
+                    f"per module holding it. zoo's fp32 weights: {fp32 / 2**20:,.2f} MiB, each tensor once."
+                )
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         """Every number as plain JSON-ready data."""
         c, a = self.counted, self.analytic
@@ -97,7 +127,16 @@ class ModelSummary:
             },
             "flops": self.flops.to_dict(),
             "memory": self.memory.to_dict(),
-            "torchinfo": {"forward": self.layers.forward, "note": self.layers.note} if self.layers else None,
+            "torchinfo": {
+                "forward": self.layers.forward,
+                "note": self.layers.note,
+                "mult_adds": self.layers.mult_adds,
+                "pass_bytes": self.layers.pass_bytes,
+                "param_bytes": self.layers.param_bytes,
+                "reconciled": self.torchinfo_reconciled,
+            }
+            if self.layers
+            else None,
             "notes": self.notes,
         }
 
@@ -107,8 +146,9 @@ def summarize(
     *,
     batch: int = 1,
     seq_len: int | None = None,
-    depth: int = 3,
+    depth: int = 1,
     torchinfo: bool = True,
+    width: int | None = None,
 ) -> ModelSummary:
     """Parameters (counted and analytic), FLOPs, memory and torchinfo's layer table of a recipe.
 
@@ -116,7 +156,8 @@ def summarize(
         recipe: a path, a recipe name, a dict or a ``Recipe``.
         batch: sequences per batch (activations, KV cache and per-batch FLOPs).
         seq_len: tokens per sequence; default the recipe's ``max_len`` (a vision model's is its patch count).
-        depth: how deep torchinfo's table goes.
+        depth: how deep torchinfo's table goes (1: the model's direct children).
+        width: the columns torchinfo's table must fit in (default: its own width, about 95).
         torchinfo: run torchinfo (False skips the layer table, e.g. to count many recipes fast).
 
     Raises:
@@ -156,7 +197,9 @@ def summarize(
             "exist only below max_len"
         )
     counted = parameter_breakdown(model)
-    table = layer_table(model, recipe, batch=batch, seq_len=seq_len, depth=depth) if torchinfo else None
+    table = (
+        layer_table(model, recipe, batch=batch, seq_len=seq_len, depth=depth, width=width) if torchinfo else None
+    )
     if table is not None and table.note:
         notes.append(table.note)
     return ModelSummary(

@@ -53,6 +53,9 @@ class ArchitectureConfig(ComponentConfig):
     """Stacks whose blocks also cross-attend (built from each block's attention config)."""
     examples: ClassVar[tuple[dict[str, Any], ...]] = ()
     """Tiny recipes of this architecture: ``zoo.testing`` places every component's examples into them."""
+    unused: ClassVar[tuple[str, ...]] = ()
+    """Recipe fields (dotted: ``train.task``) this architecture never reads: a saved recipe leaves them out
+    while they hold their default, so a decoder's recipe does not speak of image channels."""
 
     def derive(self, data: dict[str, Any]) -> None:
         """Fill recipe fields that follow from others (before validation)."""
@@ -82,6 +85,7 @@ class DecoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("decoder", True)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+    unused: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_channels", "num_decoder_layers", "train.task", "train.mask_prob")
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {
             "architecture": "decoder",
@@ -102,6 +106,7 @@ class EncoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "mlm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+    unused: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_channels", "num_decoder_layers", "train.task")
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {
             "architecture": "encoder",
@@ -125,6 +130,7 @@ class EncoderDecoderConfig(ArchitectureConfig):
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False), ("decoder", True)]
     cross_stacks: ClassVar[tuple[str, ...]] = ("decoder",)
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
+    unused: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_channels", "train.mask_prob")
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {
             "architecture": "encoder-decoder",
@@ -153,6 +159,13 @@ class VitConfig(ArchitectureConfig):
     }
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
     requires: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_classes")
+    unused: ClassVar[tuple[str, ...]] = (
+        "type_vocab_size",
+        "num_decoder_layers",
+        "train.task",
+        "train.mask_prob",
+        "train.tokenizer",
+    )
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {
             "architecture": "vit",

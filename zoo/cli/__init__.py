@@ -30,12 +30,13 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-from zoo.errors import ZooError
+from zoo.errors import ZooError, ZooWarning
 
 __all__ = ["COMMAND_MODULES", "EXIT_ERROR", "app", "format_error", "main", "render_error"]
 
@@ -45,6 +46,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "zoo.cli.registry",
     "zoo.cli.hf",
     "zoo.cli.train",
+    "zoo.cli.draw",
 )
 EXIT_ERROR = 2
 RENDERED: tuple[type[BaseException], ...] = (ZooError, OSError)
@@ -68,12 +70,30 @@ def render_error(exc: BaseException, *, debug: bool = False) -> None:
     console.print(f"[bold red]error:[/bold red] {escape(format_error(exc))}")
 
 
+def render_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """``warnings.showwarning`` for commands: zoo's warnings as ``warning: <message>`` on stderr, others as
+    Python prints them."""
+    if not issubclass(category, ZooWarning):
+        _python_showwarning(message, category, *args, **kwargs)
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {escape(str(message))}")
+
+
+_python_showwarning = warnings.showwarning
+
+
 class ZooGroup(TyperGroup):
-    """The command group that turns zoo's errors into one rendered message and exit status 2."""
+    """The command group that turns zoo's errors into one rendered message and exit status 2, and prints zoo's
+    warnings as one line each."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = render_warning
+                return super().invoke(ctx)
         except RENDERED as exc:
             render_error(exc, debug=bool(ctx.params.get("debug")))
             raise typer.Exit(EXIT_ERROR) from None

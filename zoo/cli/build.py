@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +12,34 @@ import typer
 from zoo.dtypes import DTYPE_CHOICES
 from zoo.errors import ZooError
 
-RECIPE_HELP = "A recipe file (YAML or JSON) or the name of a named recipe (see `zoo recipes`)."
+RECIPE_HELP = (
+    "A recipe file (YAML or JSON), the name of a named recipe (see `zoo recipes`), or a model, run, checkpoint "
+    "or Hugging Face folder (its recipe)."
+)
+
+
+def complete_recipe(incomplete: str) -> list[str]:
+    """Shell completion of a recipe argument: the named recipes, then recipe files and folders, that start with
+    what was typed."""
+    from zoo.recipe import named_recipes
+
+    names = [n for n in sorted(named_recipes()) if n.startswith(incomplete)]
+    folder, _, stem = incomplete.rpartition("/")
+    base = Path(folder or ".")
+    try:
+        entries = sorted(base.iterdir()) if base.is_dir() else []
+    except OSError:
+        entries = []
+    paths = [
+        f"{folder + '/' if folder else ''}{p.name}{'/' if p.is_dir() else ''}"
+        for p in entries
+        if p.name.startswith(stem) and not p.name.startswith(".") and (p.is_dir() or p.suffix in RECIPE_SUFFIXES)
+    ]
+    return names + paths
+
+
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+RecipeArg = Annotated[str, typer.Argument(help=RECIPE_HELP, autocompletion=complete_recipe)]
 SET_HELP = "Override a recipe value, e.g. --set attention.num_heads=8 (the value is read as YAML); repeatable."
 Overrides = Annotated[list[str] | None, typer.Option("--set", metavar="KEY.PATH=VALUE", help=SET_HELP)]
 
@@ -34,7 +62,7 @@ def load_with_overrides(recipe: str, assignments: list[str] | None) -> Any:
 
 
 def build(
-    recipe: Annotated[str, typer.Argument(help=RECIPE_HELP)],
+    recipe: RecipeArg,
     set_: Overrides = None,
     out: Annotated[
         Path | None,
@@ -42,6 +70,7 @@ def build(
     ] = None,
     device: Annotated[Device, typer.Option("--device", help="Where to build; meta allocates nothing.")] = Device.cpu,
     dtype: Annotated[Dtype, typer.Option("--dtype", help="Parameter dtype.")] = Dtype.float32,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the component tree as JSON instead.")] = False,
 ) -> None:
     """Validate and build a recipe; print its component tree (kind, name, plugin, parameters)."""
     import torch
@@ -59,12 +88,30 @@ def build(
         raise ZooError("--device cuda: CUDA is not available on this machine (torch sees no GPU)")
     model = build(resolved, device=device.value, dtype=dtype.value)
     tree = component_tree(model)
+    directory = save(model, out) if out is not None else None
+    if as_json:
+        data = {"recipe": resolved.name, "device": device.value, "dtype": dtype.value, "parameters": tree.params}
+        typer.echo(json.dumps({**data, "tree": _tree_data(tree), "saved": str(directory) if directory else None}))
+        return
     show = console()
     show.print(_tree(tree, resolved.name))
     show.print(f"{count(tree.params)} parameters (tied weights counted once) on {device.value}, {dtype.value}")
-    if out is not None:
-        directory = save(model, out)
+    if directory is not None:
         show.print(f"saved {directory / 'recipe.yaml'} and {directory / 'model.safetensors'}")
+
+
+def _tree_data(node: Any) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "module": node.module,
+        "kind": node.kind,
+        "component": node.component,
+        "plugin": node.plugin,
+        "params": node.params,
+        "repeat": node.repeat,
+        "tied": list(node.tied),
+        "children": [_tree_data(child) for child in node.children],
+    }
 
 
 def _label(node: Any, name: str) -> Any:
@@ -99,9 +146,15 @@ def _tree(root: Any, title: str) -> Any:
     return tree
 
 
-def validate(recipes: Annotated[list[str], typer.Argument(help="Recipe files or names to check.")]) -> None:
+def validate(
+    recipes: Annotated[
+        list[str], typer.Argument(help="Recipe files, names or model folders to check.", autocompletion=complete_recipe)
+    ],
+    set_: Overrides = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per recipe instead.")] = False,
+) -> None:
     """Validate recipes with every check `zoo build` makes (built on the meta device: no memory); report every
-    error; exit 2 if any is invalid."""
+    error; exit 2 if any is invalid. --set applies to each recipe."""
     from rich.markup import escape
 
     from zoo.builder import check_buildable
@@ -110,18 +163,29 @@ def validate(recipes: Annotated[list[str], typer.Argument(help="Recipe files or 
     from .render import console
 
     show = console()
-    invalid = 0
+    results = []
     for ref in recipes:
         try:
-            resolved = check_buildable(ref)
+            resolved = check_buildable(load_with_overrides(ref, set_))
         except ZooError as exc:
-            invalid += 1
-            show.print(f"[red]invalid[/red] {escape(ref)}")
-            show.print(format_error(exc), markup=False, soft_wrap=True)
+            results.append({"recipe": ref, "ok": False, "error": format_error(exc)})
+            if not as_json:
+                show.print(f"[red]invalid[/red] {escape(ref)}")
+                show.print(format_error(exc), markup=False, soft_wrap=True)
         else:
-            show.print(f"[green]ok[/green] {escape(ref)}: {escape(resolved.name)} ({resolved.architecture})")
+            results.append({"recipe": ref, "ok": True, "name": resolved.name, "architecture": resolved.architecture})
+            if not as_json:
+                show.print(f"[green]ok[/green] {escape(ref)}: {escape(resolved.name)} ({resolved.architecture})")
+    if as_json:
+        typer.echo(json.dumps(results, indent=2))
+    invalid = sum(not r["ok"] for r in results)
     if invalid:
+        if as_json:
+            raise typer.Exit(EXIT_INVALID)
         raise ZooError(f"{invalid} of {len(recipes)} recipes are invalid")
+
+
+EXIT_INVALID = 2
 
 
 def register(app: typer.Typer) -> None:

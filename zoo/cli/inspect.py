@@ -7,12 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
-from .build import RECIPE_HELP, Overrides, load_with_overrides
+from .build import Overrides, RecipeArg, load_with_overrides
 
 
 def summary(
-    recipe: Annotated[str, typer.Argument(help=RECIPE_HELP)],
-    depth: Annotated[int, typer.Option("--depth", help="Depth of torchinfo's layer table (0-100).")] = 3,
+    recipe: RecipeArg,
+    depth: Annotated[
+        int, typer.Option("--depth", help="Depth of torchinfo's layer table (0-100); 1: the model's parts.")
+    ] = 1,
     batch: Annotated[int, typer.Option("--batch", help="Sequences per batch (activations, KV cache, FLOPs).")] = 1,
     seq_len: Annotated[int | None, typer.Option("--seq-len", help="Tokens per sequence; default max_len.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print every number as one JSON object instead.")] = False,
@@ -24,7 +26,10 @@ def summary(
     """
     from zoo.analysis import summarize
 
-    result = summarize(load_with_overrides(recipe, set_), batch=batch, seq_len=seq_len, depth=depth)
+    from .render import console
+
+    width = console().width
+    result = summarize(load_with_overrides(recipe, set_), batch=batch, seq_len=seq_len, depth=depth, width=width)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -54,8 +59,8 @@ def _render(s: Any) -> None:
             show.print(f"  {m.where}: counted {m.counted:,}, formulas {m.analytic:,} ({m.difference:+,})")
     for missing in s.analytic.missing:
         show.print(f"[yellow]no formula[/yellow] for {escape(missing)}: the analytic count leaves it out")
-    if s.torchinfo_note:
-        show.print(f"[yellow]torchinfo:[/yellow] {escape(s.torchinfo_note)}")
+    for line in s.torchinfo_reconciled:
+        show.print(f"[yellow]note:[/yellow] {escape(line)}")
     if s.routed:
         show.print(_experts(s))
     show.print(_flops(s))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -29,55 +30,98 @@ def type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def option_lines(config: Any) -> list[str]:
-    """``name: type = default`` for each option of a component config (``type`` left out)."""
+def options(config: Any) -> list[dict[str, Any]]:
+    """``{name, type, default, required}`` for each option of a component config (``type`` left out)."""
     from zoo.config import spec_fields
 
     from .render import plain
 
     nested = spec_fields(config)
-    lines = []
+    rows = []
     for name, field in config.model_fields.items():
         if name == "type":
             continue
         kind = f"{nested[name]} spec" if name in nested else type_name(field.annotation)
-        if field.is_required():
-            default = "required"
-        elif field.default_factory is not None:
-            default = plain(field.default_factory())
-        else:
-            default = plain(field.default)
-        lines.append(f"{name}: {kind} = {default}" if default != "required" else f"{name}: {kind} (required)")
-    return lines
+        required = field.is_required()
+        default = None if required else field.default_factory() if field.default_factory else field.default
+        rows.append({"name": name, "type": kind, "default": None if required else plain(default), "required": required})
+    return rows
+
+
+def option_lines(config: Any) -> list[str]:
+    """``name: type = default`` (or ``name: type (required)``) for each option of a component config."""
+    return [
+        f"{o['name']}: {o['type']} (required)" if o["required"] else f"{o['name']}: {o['type']} = {o['default']}"
+        for o in options(config)
+    ]
+
+
+def plain_doc(text: str) -> str:
+    """A docstring line as a listing shows it: reStructuredText markup (````code````, ``:class:`X```,
+    ```x```, ``**x**``) taken out, spaces collapsed."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"`([^`]+)`", r"\1", text)
+    text = re.sub(r"\*\*([^*]+)\*\*", r"\1", text)
+    return " ".join(text.split())
+
+
+JSON_HELP = "Print the listing as JSON instead."
+AsJson = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+
+def echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2))
 
 
 def list_components(
     kind: Annotated[str | None, typer.Argument(help="Only this kind (attention, ffn, ...).")] = None,
+    as_json: AsJson = False,
 ) -> None:
     """Registered components by kind: name, plugin and version, description, options with types and defaults."""
-    from rich.markup import escape
+    from rich.padding import Padding
+    from rich.text import Text
 
     from zoo.plugins import get_registry, plugins
     from zoo.registry import KINDS, did_you_mean
 
-    from .render import console, table
+    from .render import console
 
     if kind is not None and kind not in KINDS:
         raise UnknownComponentError(
             f"unknown component kind {kind!r}{did_you_mean(kind, list(KINDS))}; kinds are: {', '.join(KINDS)}"
         )
     versions = {p.name: p.version for p in plugins()}
-    registry = get_registry()
+    components = [c for c in get_registry() if kind is None or c.kind == kind]
+    if as_json:
+        echo_json(
+            [
+                {
+                    "kind": c.kind,
+                    "name": c.name,
+                    "plugin": c.plugin,
+                    "version": versions.get(c.plugin),
+                    "description": plain_doc(c.description),
+                    "options": options(c.config),
+                }
+                for c in components
+            ]
+        )
+        return
+    # One block per component, not a table: words wrap whole at any width, even 80 columns.
     show = console()
     for k in [kind] if kind else KINDS:
-        t = table(k, "name", "plugin", "description", "options", whole=("name", "plugin", "options"))
-        for c in (c for c in registry if c.kind == k):
+        show.print(f"[bold]{k}[/bold]")
+        for c in (c for c in components if c.kind == k):
             plugin = f"{c.plugin} {versions.get(c.plugin) or ''}".strip()
-            t.add_row(c.name, escape(plugin), escape(c.description), escape("\n".join(option_lines(c.config))))
-        show.print(t)
+            show.print(Padding(Text.assemble((c.name, "bold cyan"), f"  ({plugin})"), (0, 0, 0, 2)))
+            show.print(Padding(Text(plain_doc(c.description)), (0, 0, 0, 4)))
+            for line in option_lines(c.config):
+                show.print(Padding(Text(line, style="dim" if "(required)" not in line else ""), (0, 0, 0, 6)))
+        show.print()
 
 
-def recipes() -> None:
+def recipes(as_json: AsJson = False) -> None:
     """Named recipes (shipped and from plugins) with architecture and parameter count (built on meta)."""
     from rich.markup import escape
 
@@ -89,16 +133,26 @@ def recipes() -> None:
     from .render import console, count, table
 
     shipped_by = {name: p.name for p in plugins() for name in p.recipes}
-    t = table("Named recipes", "name", "architecture", "parameters", "plugin", "description", right=("parameters",))
+    rows = []
     for name, path in sorted(named_recipes().items()):
+        row: dict[str, Any] = {"name": name, "path": str(path), "plugin": shipped_by.get(name)}
         try:
             recipe = load_recipe(path)
-            parameters = count(parameter_breakdown(build(recipe, device="meta")).total)
-            architecture, description = recipe.architecture, recipe.description
+            total = parameter_breakdown(build(recipe, device="meta")).total
+            row.update(architecture=recipe.architecture, parameters=total, description=recipe.description)
         except ZooError as exc:
-            architecture, parameters = "-", "[red]invalid[/red]"
-            description = str(exc).splitlines()[-1].strip()
-        t.add_row(name, architecture, parameters, escape(shipped_by.get(name, "-")), escape(description))
+            row.update(architecture=None, parameters=None, error=str(exc).splitlines()[-1].strip())
+        rows.append(row)
+    if as_json:
+        echo_json(rows)
+        return
+    t = table("Named recipes", "name", "architecture", "parameters", "plugin", "description", right=("parameters",))
+    for row in rows:
+        parameters = count(row["parameters"]) if "error" not in row else "[red]invalid[/red]"
+        description = row.get("description") if "error" not in row else row["error"]
+        t.add_row(
+            row["name"], row["architecture"] or "-", parameters, escape(row["plugin"] or "-"), escape(description)
+        )
     console().print(t)
 
 
@@ -116,7 +170,7 @@ def schema(
         typer.echo(f"wrote {out}")
 
 
-def plugins_command() -> None:
+def plugins_command(as_json: AsJson = False) -> None:
     """Installed plugins: version, what each registered by kind, and whether it loaded."""
     from rich.markup import escape
 
@@ -124,8 +178,25 @@ def plugins_command() -> None:
 
     from .render import console, table
 
+    found = plugins()
+    if as_json:
+        echo_json(
+            [
+                {
+                    "name": p.name,
+                    "version": p.version,
+                    "builtin": p.builtin,
+                    "status": p.status,
+                    "registered": p.registered if p.ok else p.provides,
+                    "recipes": list(p.recipes),
+                    "error": p.error,
+                }
+                for p in found
+            ]
+        )
+        return
     t = table("Plugins", "plugin", "version", "status", "registered", whole=("plugin", "version", "status"))
-    for p in plugins():
+    for p in found:
         registered = p.registered if p.ok else p.provides
         lines = [f"{kind}: {', '.join(names)}" for kind, names in registered.items()]
         lines += [f"recipes: {', '.join(p.recipes)}"] if p.recipes else []

@@ -6,13 +6,14 @@ import copy
 import json
 import math
 import re
+import warnings
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from zoo.errors import RecipeError
+from zoo.errors import RecipeError, RecipeWarning
 from zoo.plugins import recipe_sources, report_recipe_problem
 from zoo.registry import did_you_mean
 
@@ -389,23 +390,54 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     )
 
 
-def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], top: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
     """``top`` over ``base``: mappings merge key by key, anything else is replaced.
 
-    A component spec whose ``type`` changes is replaced whole: the old type's options would not fit.
+    A component spec whose ``type`` changes keeps the options the new type accepts too (``--set
+    attention.type=gqa`` keeps ``num_heads``); the others are dropped, and a ``RecipeWarning`` names them.
     """
     out = copy.deepcopy(base)
     for key, value in top.items():
         old = out.get(key)
-        if (
-            isinstance(old, dict)
-            and isinstance(value, Mapping)
-            and old.get("type", value.get("type")) == value.get("type", old.get("type"))
-        ):
-            out[key] = deep_merge(old, value)
+        path = f"{where}{key}"
+        if isinstance(old, dict) and isinstance(value, Mapping):
+            if old.get("type", value.get("type")) != value.get("type", old.get("type")):
+                old = _kept_for_new_type(old, str(value["type"]), kind=key, path=path)
+            out[key] = deep_merge(old, value, where=f"{path}.")
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def _kept_for_new_type(old: dict[str, Any], new_type: str, *, kind: str, path: str) -> dict[str, Any]:
+    """The options of ``old`` (a spec of another type) that a ``new_type`` component accepts; a warning names
+    those dropped. An unknown new type keeps nothing: validation then names the type."""
+    accepted = _accepted_options(kind, new_type)
+    if accepted is None:
+        return {}
+    kept = {k: v for k, v in old.items() if k != "type" and k in accepted}
+    dropped = sorted(k for k in old if k != "type" and k not in accepted)
+    if dropped:
+        warnings.warn(
+            f"{path}: {old.get('type')!r} -> {new_type!r} keeps {', '.join(sorted(kept)) or 'no options'}; "
+            f"dropped {', '.join(dropped)} ({new_type!r} has no such option)",
+            RecipeWarning,
+            stacklevel=4,
+        )
+    return kept
+
+
+def _accepted_options(kind: str, name: str) -> set[str] | None:
+    """The option names of the registered component ``name`` (of ``kind`` when that is a kind; else the one
+    component of that name in any kind), or None when there is no such single component."""
+    from zoo.plugins import get_registry
+    from zoo.registry import KINDS
+
+    registry = get_registry()
+    found = [c for c in registry if c.name == name and (c.kind == kind or kind not in KINDS)]
+    if len(found) != 1:
+        return None
+    return set(found[0].config.model_fields)
 
 
 def _file_key(path: Path) -> str:

@@ -26,6 +26,11 @@ LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
 Component = SerializeAsAny[ComponentConfig]
 
 
+def _json_default(field: Any) -> Any:
+    default = field.get_default(call_default_factory=True)
+    return list(default) if isinstance(default, tuple) else default
+
+
 class Expect(StrictNumbers):
     """Facts the built model must match; a mismatch fails the build with both numbers."""
 
@@ -99,8 +104,27 @@ class Recipe(StrictNumbers):
         return name
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data that loads back into the same recipe (no ``extends``, nothing implicit)."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """Plain data that loads back into the same recipe (no ``extends``, nothing implicit). Fields the
+        architecture never reads (its ``unused``) are left out while they hold their default."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        for dotted in self._unused_fields():
+            section, _, name = dotted.rpartition(".")
+            holder = data.get(section) if section else data
+            model = TrainConfig if section == "train" else Recipe
+            field = model.model_fields.get(name)
+            if isinstance(holder, dict) and name in holder and field is not None and not field.is_required():
+                if holder[name] == _json_default(field):
+                    del holder[name]
+        return data
+
+    def _unused_fields(self) -> tuple[str, ...]:
+        from zoo.errors import ZooError
+        from zoo.plugins import get_registry
+
+        try:
+            return tuple(getattr(get_registry().get("architecture", self.architecture).config, "unused", ()))
+        except ZooError:  # an architecture no longer registered: save every field
+            return ()
 
     def layer_components(self, stack: str, index: int) -> dict[str, ComponentConfig]:
         """The attention / norm / ffn configs of block ``index`` of ``stack`` after overrides."""
