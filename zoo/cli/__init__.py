@@ -47,6 +47,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "zoo.cli.hf",
     "zoo.cli.train",
     "zoo.cli.draw",
+    "zoo.cli.predict",
 )
 EXIT_ERROR = 2
 RENDERED: tuple[type[BaseException], ...] = (ZooError, OSError)

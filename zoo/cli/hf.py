@@ -33,14 +33,22 @@ def import_(
         f"[green]Imported[/green] {done.hf_class} ([bold]{done.family}[/bold], {count(done.parameters)} parameters) "
         f"from {hf_dir} -> {done.directory}"
     )
+    _notes(done.notes)
 
 
 def export(
-    directory: Annotated[Path, typer.Argument(help="A zoo model folder (recipe.yaml + model.safetensors).")],
+    directory: Annotated[
+        Path,
+        typer.Argument(help="A zoo model folder, a run folder (zoo train --out) or one of its checkpoint folders."),
+    ],
     out: Annotated[Path, typer.Argument(help="Folder to write the checkpoint to.")],
     to: Annotated[ExportFormat, typer.Option("--to", help="Checkpoint format.")],
 ) -> None:
-    """Export a zoo model folder as a Hugging Face checkpoint (config.json + model.safetensors)."""
+    """Export a model as a Hugging Face checkpoint that transformers.pipeline loads.
+
+    Writes config.json and model.safetensors, and the tokenizer (tokenizer.json, tokenizer_config.json)
+    and generation_config.json: a run's own tokenizer, or the files an imported checkpoint came with.
+    """
     from zoo.hf import export_checkpoint
 
     from .render import console, count
@@ -50,6 +58,16 @@ def export(
         f"[green]Exported[/green] {directory} as {done.hf_class} ([bold]{done.family}[/bold], "
         f"{count(done.parameters)} parameters) -> {done.directory}"
     )
+    _notes(done.notes)
+
+
+def _notes(notes: tuple[str, ...]) -> None:
+    from rich.markup import escape
+
+    from .render import console
+
+    for note in notes:
+        console().print(f"  [dim]note:[/dim] {escape(note)}")
 
 
 def register(app: typer.Typer) -> None:

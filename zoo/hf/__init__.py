@@ -2,12 +2,14 @@
 
     model = zoo.hf.from_hf("path/to/hf-folder")        # config.json + weights -> a zoo model
     zoo.hf.to_hf(model, "path/to/out")                 # -> config.json + model.safetensors in HF's layout
+    zoo.hf.export_checkpoint("runs/gpt", "path/to/out")  # + tokenizer and generation config: pipeline-ready
 
 A folder's ``config.json`` becomes a zoo recipe (``model.recipe``) and its weights are renamed and
 reshaped into the zoo model through the family's table (``zoo/hf/<family>.py``). Nothing here needs
 ``transformers``: configs are read with ``json`` and weights with ``safetensors`` or
 ``torch.load(weights_only=True)``. Config options zoo cannot reproduce, and missing, unexpected or
-mis-shaped weights, are refused with one ``HFImportError`` that names them all.
+mis-shaped weights, are refused with one ``HFImportError`` that names them all. The tokenizer and
+generation files that go with a checkpoint are in ``zoo/hf/tokenizer.py``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ from .io import read_config, read_names, read_weights, write_checkpoint
 from .llama import LLAMA, MIXTRAL
 from .mapping import Family, compare, expected_shapes, links, to_hf_state, to_zoo_state, unsupported, zoo_tensors
 from .t5 import T5
+from .tokenizer import (
+    CARRIED_DIR,
+    GENERATION_CONFIG_FILE,
+    carry_in,
+    companions,
+    copy_out,
+    generation_config,
+    write_files,
+)
 from .vit import VIT
 
 __all__ = [
@@ -56,6 +67,8 @@ class Conversion:
     hf_class: str
     parameters: int
     directory: Path
+    notes: tuple[str, ...] = ()
+    """What else was read or written (the checkpoint of a run, the tokenizer files), in words."""
 
 
 @dataclass(frozen=True)
@@ -181,7 +194,7 @@ def to_hf(model_or_dir: nn.Module | str | Path, out: str | Path) -> Path:
     """Write a zoo model (or a folder written by ``zoo.save``) as a Hugging Face checkpoint folder.
 
     ``out`` receives ``config.json`` and ``model.safetensors`` in the layout of the family's HF class,
-    loadable with ``from_pretrained``.
+    loadable with ``from_pretrained``; ``export_checkpoint`` adds the tokenizer and generation config.
 
     Raises:
         HFExportError: the model's recipe fits no supported family.
@@ -189,6 +202,12 @@ def to_hf(model_or_dir: nn.Module | str | Path, out: str | Path) -> Path:
     from zoo.checkpoint import load
 
     model = load(model_or_dir) if isinstance(model_or_dir, (str, Path)) else model_or_dir
+    config, state = _hf_checkpoint(model)
+    return write_checkpoint(out, config, state)
+
+
+def _hf_checkpoint(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(config.json, HF-named weights) of a zoo model."""
     recipe = getattr(model, "recipe", None)
     if recipe is None:
         raise HFExportError("this model was not built by zoo.build (it has no .recipe); cannot tell its family")
@@ -202,26 +221,54 @@ def to_hf(model_or_dir: nn.Module | str | Path, out: str | Path) -> Path:
     if hf_class == family.base_class:
         state = {n.removeprefix(family.base_prefix): t for n, t in state.items()}
     config = {"model_type": family.model_type, "architectures": [hf_class], **family.config(recipe, zoo)}
-    return write_checkpoint(out, config, state)
+    return config, state
 
 
 def import_checkpoint(hf_dir: str | Path, out: str | Path, *, dtype: str | torch.dtype | None = None) -> Conversion:
-    """``zoo import``: read a HF checkpoint folder and save it as a zoo folder (recipe.yaml + weights)."""
+    """``zoo import``: read a HF checkpoint folder and save it as a zoo folder (recipe.yaml + weights), its
+    tokenizer and generation files carried along in ``out/hf`` (``zoo export`` writes them back out)."""
     from zoo.builder import count_parameters
     from zoo.checkpoint import save
 
     source = _Source.read(hf_dir)
     model = from_hf(hf_dir, dtype=dtype)
     directory = save(model, out)
-    return Conversion(source.family.name, source.hf_class, count_parameters(model), Path(directory))
+    names = carry_in(hf_dir, directory)
+    notes = (f"carried along into {Path(directory) / CARRIED_DIR}: {', '.join(names)}",) if names else ()
+    return Conversion(source.family.name, source.hf_class, count_parameters(model), Path(directory), notes)
 
 
 def export_checkpoint(zoo_dir: str | Path, out: str | Path) -> Conversion:
-    """``zoo export --to hf``: write a zoo folder (from ``zoo.save``) as a HF checkpoint folder."""
+    """``zoo export --to hf``: write a model as a HF checkpoint folder that ``transformers.pipeline`` loads.
+
+    ``zoo_dir`` is any folder ``zoo.locate`` knows: a model folder, a training checkpoint, a run (its latest
+    complete checkpoint) or a Hugging Face folder. Besides config.json and the weights, ``out`` receives the
+    tokenizer and ``generation_config.json`` (see ``zoo.hf.tokenizer.companions``), their bos / eos / pad ids
+    in config.json too, and a classifier's class names (``id2label``) from the run that trained it.
+
+    Raises:
+        NotAModelFolder: ``zoo_dir`` is none of those folders. HFExportError: the model fits no family.
+    """
     from zoo.builder import count_parameters
     from zoo.checkpoint import load
+    from zoo.locate import locate
 
+    folder = locate(zoo_dir)
     model = load(zoo_dir)
-    family = family_of(model.recipe)
-    directory = to_hf(model, out)
-    return Conversion(family.name, family.hf_class(model.recipe), count_parameters(model), Path(directory))
+    recipe = model.recipe
+    config, state = _hf_checkpoint(model)
+    extra = companions(folder, recipe)
+    config.update(extra.token_ids)
+    if extra.labels is not None and len(extra.labels) == len(config.get("id2label", ())):
+        config["id2label"] = {str(i): label for i, label in enumerate(extra.labels)}
+        config["label2id"] = {label: i for i, label in enumerate(extra.labels)}
+    written = dict(extra.written)
+    generates = recipe.architecture in ("decoder", "encoder-decoder")
+    if generates and extra.token_ids and not any(p.name == GENERATION_CONFIG_FILE for p in extra.copied):
+        written[GENERATION_CONFIG_FILE] = generation_config(extra.token_ids, config)
+    directory = write_checkpoint(out, config, state)
+    write_files(directory, written)
+    copy_out(extra.copied, directory)
+    family = family_of(recipe)
+    notes = tuple(n for n in (folder.note, extra.note) if n)
+    return Conversion(family.name, family.hf_class(recipe), count_parameters(model), Path(directory), notes)
