@@ -85,7 +85,14 @@ class DecoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("decoder", True)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
-    unused: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_channels", "num_decoder_layers", "train.task", "train.mask_prob")
+    unused: ClassVar[tuple[str, ...]] = (
+        "image_size",
+        "patch_size",
+        "num_channels",
+        "num_decoder_layers",
+        "train.task",
+        "train.mask_prob",
+    )
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {
             "architecture": "decoder",

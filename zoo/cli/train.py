@@ -1,4 +1,5 @@
-"""``zoo train``, ``zoo generate`` and ``zoo plot``: rendered from what ``zoo.train`` and ``zoo.generate`` return."""
+"""``zoo train``, ``zoo eval``, ``zoo generate`` and ``zoo plot``: rendered from what ``zoo.train`` and
+``zoo.generate`` return."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ DATA_HELP = (
     "Your data: a text file or folder of .txt files (language models), a .tsv file (label<TAB>text, "
     "source<TAB>target), or an image folder with one subfolder per class. Default: the embedded data."
 )
+EXIT_INTERRUPTED = 130
+"""The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
 
 
 class TrainDevice(str, Enum):
@@ -33,7 +36,11 @@ def train(
     device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
     resume: Annotated[
         bool,
-        typer.Option("--resume", help="Continue from the run's last complete checkpoint, with the run's own recipe."),
+        typer.Option(
+            "--resume",
+            help="Continue from the run's last complete checkpoint as the run was started: RECIPE re-read with the "
+            "--set values the run began with (RUN/run.yaml); a new --set or an edited recipe is refused.",
+        ),
     ] = False,
     allow_changes: Annotated[
         bool,
@@ -43,24 +50,55 @@ def train(
             "and train on with them; without it a differing recipe or --set is refused.",
         ),
     ] = False,
+    init_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--init-from",
+            help="Start from the weights of a model, run, checkpoint or Hugging Face folder (fine-tuning, continued "
+            "training); the recipe must describe that model, except its head, which may be new. Not with --resume.",
+        ),
+    ] = None,
     summary: Annotated[bool, typer.Option("--summary/--no-summary", help="Print the model summary first.")] = True,
 ) -> None:
-    """Train a recipe's model with its `train:` section; under torchrun, on every process (DDP or FSDP2)."""
+    """Train a recipe's model with its `train:` section; under torchrun, on every process (DDP or FSDP2).
+
+    Ctrl-C finishes the step under way, writes its checkpoint and prints the resume command (exit status 130);
+    a second Ctrl-C stops at once, keeping the last complete checkpoint."""
+    import warnings
+
+    from zoo.recipe import parse_override
+    from zoo.train import TrainInterrupted
     from zoo.train import train as run_training
     from zoo.train.distributed import is_main_process
 
-    resolved = load_with_overrides(recipe, set_)
-    show = _TrainView(summary=summary and is_main_process())
+    with warnings.catch_warnings():  # train() loads it again, and warns then
+        warnings.simplefilter("ignore")
+        load_with_overrides(recipe, set_)  # a bad recipe or --set is refused before anything starts
+    overrides = dict(parse_override(a) for a in set_ or [])
+    main = is_main_process()
+    show = _TrainView(summary=summary and main)
     try:
         run_training(
-            resolved,
+            recipe,
             data=data,
             out=out,
             device=device.value,
             resume=resume,
             allow_changes=allow_changes,
+            init_from=init_from,
             callback=show,
+            **overrides,
         )
+    except TrainInterrupted as stop:
+        show.stop()
+        if main:
+            show.interrupted(stop)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt:  # before the first step: nothing was trained
+        show.stop()
+        if main:
+            show.interrupted(None)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         show.stop()
 
@@ -155,6 +193,15 @@ class _TrainView:
             if self.generates
             else f"next: zoo plot {run}"
         )
+
+    def interrupted(self, stop: Any) -> None:
+        """What Ctrl-C left: the step, the checkpoint and the resume command (None: before the first step)."""
+        from rich.markup import escape
+
+        if stop is None:
+            self._console().print("[yellow]interrupted[/yellow] before the first step: nothing was trained")
+            return
+        self._console().print(f"[yellow]{escape(stop.message)}[/yellow]", soft_wrap=True)
 
     def stop(self) -> None:
         if self.progress is not None:
@@ -260,7 +307,43 @@ def plot(
     console().print(f"wrote {escape(str(plot_metrics(run_dir, out)))}")
 
 
+def evaluate(
+    path: Annotated[
+        Path, typer.Argument(help="A run, checkpoint, zoo model or Hugging Face folder (with its tokenizer for text).")
+    ],
+    data: Annotated[Path, typer.Option("--data", help=DATA_HELP.removesuffix(" Default: the embedded data."))],
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Examples per forward pass; default the recipe's train.batch_size."),
+    ] = None,
+    device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics (and what was read) as JSON.")] = False,
+) -> None:
+    """Evaluate a trained model on a data file, every example once, with its objective's metrics."""
+    import json
+
+    from rich.markup import escape
+
+    from zoo.train import evaluate as run_evaluation
+
+    from .render import console, table
+
+    result = run_evaluation(path, data, device=device.value, batch_size=batch_size)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    show = console()
+    for note in result.notes:
+        show.print(f"[yellow]note:[/yellow] {escape(note)}")
+    show.print(f"model: {escape(result.model)}\ndata: {escape(result.data)} ({result.examples:,} examples)")
+    t = table(f"{result.objective} metrics", "metric", "value", right=("value",))
+    for name, value in result.metrics.items():
+        t.add_row(name, _figure(value))
+    show.print(t)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(train)
+    app.command("eval")(evaluate)
     app.command()(generate)
     app.command()(plot)

@@ -5,7 +5,8 @@
 
 The objective follows the architecture (``objectives``), data is embedded unless given (``data``),
 checkpoints are atomic and resumable (``checkpoint``), DDP / FSDP2 come from the environment that
-``torchrun`` sets (``distributed``). Importing ``zoo.train`` is cheap: ``zoo.recipe`` imports its
+``torchrun`` sets (``distributed``), a run may start from imported weights (``transfer``), and ``evaluate``
+scores a trained model on a data file (``evaluation``). Importing ``zoo.train`` is cheap: ``zoo.recipe`` imports its
 config, and torch loads only when something here that needs it is used.
 """
 
@@ -17,11 +18,15 @@ from typing import TYPE_CHECKING, Any
 from .config import TrainConfig
 
 __all__ = [
+    "Evaluation",
     "Run",
     "TrainConfig",
     "TrainEvent",
+    "TrainInterrupted",
     "TrainResult",
+    "evaluate",
     "load_run",
+    "metric_panels",
     "plot_metrics",
     "read_metrics",
     "train",
@@ -31,6 +36,10 @@ _LAZY = {
     "train": "zoo.train.loop",
     "TrainEvent": "zoo.train.loop",
     "TrainResult": "zoo.train.loop",
+    "TrainInterrupted": "zoo.train.loop",
+    "evaluate": "zoo.train.evaluation",
+    "Evaluation": "zoo.train.evaluation",
+    "metric_panels": "zoo.train.metrics",
     "Run": "zoo.train.checkpoint",
     "load_run": "zoo.train.checkpoint",
     "read_metrics": "zoo.train.metrics",
@@ -39,8 +48,9 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from .checkpoint import Run, load_run
-    from .loop import TrainEvent, TrainResult, train
-    from .metrics import plot_metrics, read_metrics
+    from .evaluation import Evaluation, evaluate
+    from .loop import TrainEvent, TrainInterrupted, TrainResult, train
+    from .metrics import metric_panels, plot_metrics, read_metrics
 
 
 def __getattr__(name: str) -> Any:

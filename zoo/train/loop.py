@@ -10,10 +10,23 @@ exactly what the uninterrupted run would have. The loss (and the gradient norm) 
 every log point, and the weights before every checkpoint: a bad value stops the run naming its step, and
 the last good checkpoint (one whose weights are all finite) stays.
 
-``resume=True`` continues a run as it was started: a recipe that differs from the checkpoint's (its
-overrides included) is refused with every difference, unless ``allow_changes=True``, which lets training
-settings change (the learning rate, steps, schedule...); the optimizer, the schedule and the logs then
-all use the new values. A run first removes what a killed process left in its directory.
+``resume=True`` continues a run as it was started: ``RUN_DIR/run.yaml`` records the recipe named and the
+overrides given when the run began, and a resume re-reads that recipe with those overrides (new ones on top),
+so ``train("gpt-tiny", out=RUN, resume=True)`` (``zoo train gpt-tiny --out RUN --resume``) continues a run
+started with ``**{"train.steps": 800}`` at 800 steps. A recipe that then differs from the checkpoint's (the
+file changed since, or a new override) is refused with every difference, unless ``allow_changes=True``, which
+lets training settings change (the learning rate, steps, schedule...); the optimizer, the schedule and the
+logs then all use the new values, and ``run.yaml`` records them with the next checkpoint. A run first removes
+what a killed process left in its directory.
+
+``init_from=DIR`` starts a new run from the weights of a model, checkpoint, run or Hugging Face folder
+(``zoo.train.transfer``): fine-tuning with a new head, or continued training. It never goes with ``resume``.
+
+Ctrl-C (SIGINT, one process): the step under way finishes, a checkpoint of it is written (unless one of that
+step exists; it is as exact as any other, so the resumed run equals the uninterrupted one) and the run stops
+with ``TrainInterrupted`` (a ``KeyboardInterrupt``), which names the step, the checkpoint and the resume
+command. A second Ctrl-C, or one under torchrun, stops at once without writing; the last complete checkpoint
+stays and is named.
 
 The loop reports through ``callback(TrainEvent)`` (the CLI draws a progress bar from it) and writes
 ``metrics.jsonl``; it prints nothing itself.
@@ -26,8 +39,11 @@ import glob
 import hashlib
 import math
 import os
+import shlex
+import signal
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +52,7 @@ import torch
 from torch import nn
 
 from zoo.dtypes import dtype_name, parse_dtype
-from zoo.errors import CheckpointError, TrainError
+from zoo.errors import CheckpointError, TrainError, ZooError
 from zoo.recipe import Recipe, load_recipe, positions_fit
 
 from . import checkpoint as ckpt
@@ -44,8 +60,13 @@ from . import distributed as dist
 from .metrics import MetricsWriter
 from .objectives import Objective, describe_batch, make_objective, needs_tokenizer, objective_name, perplexity
 from .tokenizer import BPETokenizer, ByteTokenizer, Tokenizer
+from .transfer import Transfer, init_from_folder
 
 RUNS_DIR = Path("runs")
+INIT_AND_RESUME = (
+    "--init-from starts a new run from imported weights and --resume continues a run from its own checkpoint: "
+    "give one of them (a run started with --init-from resumes with --resume alone)"
+)
 
 
 @dataclass
@@ -78,6 +99,59 @@ class TrainResult:
     """The trained model (this process's copy; under FSDP2, its shards)."""
 
 
+@dataclass(frozen=True)
+class Start:
+    """How ``train()`` was called: the recipe as given (re-read on resume) and the overrides on top of it."""
+
+    recipe: str | Path | Mapping[str, Any] | Recipe
+    overrides: dict[str, Any]
+
+    @property
+    def reference(self) -> str | None:
+        """The recipe's name or path as given; None for a dict or a ``Recipe``."""
+        return str(self.recipe) if isinstance(self.recipe, (str, Path)) else None
+
+
+class TrainInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run: the step it reached, its last complete checkpoint, and how to resume it."""
+
+    def __init__(
+        self, *, run_dir: Path, step: int, total: int, checkpoint: Path | None, written: bool, recipe: str
+    ) -> None:
+        self.run_dir = run_dir
+        self.step = step
+        """The last step that was completed."""
+        self.total = total
+        self.checkpoint = checkpoint
+        """The last complete checkpoint (None: none was written yet)."""
+        self.written = written
+        """Whether ``checkpoint`` was written at the interrupt (of ``step``)."""
+        self.recipe = recipe
+        super().__init__(self.message)
+
+    @property
+    def resume_command(self) -> str:
+        return f"zoo train {shlex.quote(self.recipe)} --out {shlex.quote(str(self.run_dir))} --resume"
+
+    @property
+    def message(self) -> str:
+        text = f"interrupted at step {self.step:,} of {self.total:,}. "
+        if self.checkpoint is None:
+            text += "No checkpoint was written yet: a resumed run starts from step 0."
+        elif self.written:
+            text += f"Wrote the checkpoint of that step, {self.checkpoint}."
+        else:
+            saved = int(self.checkpoint.name.removeprefix("step-"))
+            lost = self.step - saved
+            steps = f"{lost:,} step after it is" if lost == 1 else f"{lost:,} steps after it are"
+            text += f"The last complete checkpoint is {self.checkpoint} (step {saved:,})" + (
+                f"; the {steps} lost (stopped at once: no checkpoint on a second Ctrl-C or under torchrun)."
+                if lost > 0
+                else "."
+            )
+        return f"{text}\nResume with: {self.resume_command}"
+
+
 def train(
     recipe: str | Path | Mapping[str, Any] | Recipe,
     *,
@@ -86,6 +160,7 @@ def train(
     device: str = "auto",
     resume: bool = False,
     allow_changes: bool = False,
+    init_from: str | Path | None = None,
     callback: Callable[[TrainEvent], None] | None = None,
     **overrides: Any,
 ) -> TrainResult:
@@ -96,21 +171,37 @@ def train(
         data: the user's data (see ``zoo.train.data``); default ``train.data``, else the embedded data.
         out: the run directory; default ``runs/<recipe name>`` (``-2``, ``-3``... when taken).
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
-        resume: continue from the newest complete checkpoint in ``out``, with the recipe it was trained with.
+        resume: continue from the newest complete checkpoint in ``out`` as the run was started: ``recipe``
+            re-read with the overrides the run was started with (``RUN_DIR/run.yaml``), ``overrides`` on top.
         allow_changes: on resume, accept training settings (``train.*``, the name) that differ from the
             checkpoint's and train on with them; the model, tokenizer and objective never change.
+        init_from: a model, checkpoint, run or Hugging Face folder whose weights the new run starts from
+            (``zoo.train.transfer``); not with ``resume``.
         callback: receives every ``TrainEvent`` (on rank 0 only, under torchrun).
         overrides: recipe overrides with dotted keys, e.g. ``**{"train.steps": 100}``.
 
     Raises:
         TrainError: bad data, a mismatched checkpoint, a sequence length beyond the positional table, a
-            vocabulary mismatch, a NaN loss or weights, a run name that would leave ``runs/``.
+            vocabulary mismatch, a NaN loss or weights, a run name that would leave ``runs/``, weights of
+            ``init_from`` that do not fit the recipe, ``init_from`` with ``resume``.
         CheckpointError: a damaged checkpoint file. ``RecipeError`` for an invalid recipe.
+        TrainInterrupted: Ctrl-C (a ``KeyboardInterrupt``: the step, the checkpoint, the resume command).
     """
+    if init_from is not None and resume:
+        raise TrainError(INIT_AND_RESUME)
+    start = Start(recipe, dict(overrides))
     if overrides or not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe, **overrides)
     trainer = Trainer(
-        recipe, data=data, out=out, device=device, resume=resume, allow_changes=allow_changes, callback=callback
+        recipe,
+        data=data,
+        out=out,
+        device=device,
+        resume=resume,
+        allow_changes=allow_changes,
+        callback=callback,
+        start=start,
+        init_from=init_from,
     )
     try:
         return trainer.run()
@@ -222,13 +313,30 @@ class Trainer:
         resume: bool,
         callback: Callable[[TrainEvent], None] | None,
         allow_changes: bool = False,
+        start: Start | None = None,
+        init_from: str | Path | None = None,
     ) -> None:
-        self.recipe = recipe
+        """``start``: how ``train()`` was called (None: ``recipe`` is the whole recipe, as given)."""
+        if init_from is not None and resume:
+            raise TrainError(INIT_AND_RESUME)
         self.allow_changes = allow_changes
-        self.config = recipe.train
         self.callback = callback
         self.env = dist.setup(device)
         self.metrics: MetricsWriter | None = None
+        self.stop_requested = False
+        """Set by a first Ctrl-C: the loop stops after the step under way, with a checkpoint."""
+        if out is None:
+            out = dist.broadcast_object(default_run_dir(recipe.name, resume), self.env)
+        self.run_dir = Path(out)
+        self.saved_start = ckpt.read_start(self.run_dir) if resume else None
+        self.new_overrides = dict(start.overrides) if start is not None else {}
+        if start is not None and self.saved_start and self.saved_start["overrides"]:
+            # As the run was started: its overrides under the ones given now.
+            start = Start(start.recipe, {**self.saved_start["overrides"], **start.overrides})
+            recipe = load_recipe(start.recipe, **start.overrides)
+        self.start = start
+        self.recipe = recipe
+        self.config = recipe.train
         self.objective_name = objective_name(recipe)
         self.seq_len = self.config.seq_len or recipe.max_len or 0
         if self.objective_name != "image_classification":
@@ -238,14 +346,16 @@ class Trainer:
                 f"train.batch_size ({self.config.batch_size}) is the batch of all {self.env.world_size} processes "
                 "together and must be divisible by their number"
             )
-        if out is None:
-            out = dist.broadcast_object(default_run_dir(recipe.name, resume), self.env)
-        self.run_dir = Path(out)
         self.resume_from = self._find_checkpoint(resume)
         self._clean_leftovers()
+        if self.resume_from is None and self.saved_start:  # killed before its first checkpoint: start as it did
+            init_from = init_from or self.saved_start.get("init_from")
+            data = data or self.saved_start.get("data")
+        self.init_from = Path(init_from) if init_from is not None else None
         if data is None:  # a resumed run reads what it was trained on unless told otherwise
             data = ckpt.read_info(self.resume_from).get("data") if self.resume_from else self.config.data
         self.data_path = Path(data) if data is not None else None
+        self._check_schedule()
         self._build()
 
     # ------------------------------------------------------------------------------------------ setup
@@ -276,18 +386,47 @@ class Trainer:
         if fixed:
             raise TrainError(
                 f"{found} was trained from a different recipe; --resume needs the same model, tokenizer and "
-                "objective (saved → given):\n  " + "\n  ".join(str(d) for d in differences)
+                "objective (saved → given):\n  " + "\n  ".join(self._shown(d) for d in differences)
             )
         if changes and not self.allow_changes:
+            if self.saved_start is not None:
+                hint = (
+                    f"Resume without new --set values to continue the run as it was started (its recipe with the "
+                    f"overrides in {self.run_dir / ckpt.START_FILE})"
+                )
+            else:
+                hint = f"Give the run's own settings (they are in {found / 'recipe.yaml'})"
             raise TrainError(
                 f"--resume continues the run of {found} as it was started, and the recipe given differs from its "
-                f"own (saved → given):\n  " + "\n  ".join(str(d) for d in changes) + "\nGive the run's own "
-                f"settings (they are in {found / 'recipe.yaml'}), or pass --allow-changes (allow_changes=True) "
-                "to train on with the new values"
+                f"own (saved → given):\n  " + "\n  ".join(self._shown(d) for d in changes) + f"\n{hint}, or pass "
+                "--allow-changes (allow_changes=True) to train on with the new values"
             )
         if changes:
             listed = "; ".join(str(d) for d in changes)
             self._emit("notice", 0, message=f"resuming with changed settings (saved → given): {listed}")
+
+    def _shown(self, difference: ckpt.Difference) -> str:
+        """A difference, and where the given value came from: an override given now, or the recipe itself."""
+        if self.start is None:
+            return str(difference)
+        keys = [k.replace("__", ".") for k in self.new_overrides]
+        if any(difference.field == k or difference.field.startswith(f"{k}.") for k in keys):
+            return f"{difference}   (a new --set)"
+        if self.start.reference is None:
+            return f"{difference}   (the recipe given)"
+        return f"{difference}   (the recipe as it reads now)"
+
+    def _check_schedule(self) -> None:
+        """Say so when the learning rate would never leave its warmup."""
+        c = self.config
+        if c.warmup_steps >= c.steps:
+            self._emit(
+                "notice",
+                0,
+                message=f"train.warmup_steps ({c.warmup_steps:,}) >= train.steps ({c.steps:,}): the learning rate "
+                "never leaves its warmup (it reaches train.lr on the last step at best, and the cosine decay never "
+                f"starts); lower it, e.g. --set train.warmup_steps={c.steps // 10}",
+            )
 
     def _clean_leftovers(self) -> None:
         """Remove what a killed process left in the run directory (rank 0, before anything is written)."""
@@ -307,6 +446,17 @@ class Trainer:
         config, env = self.config, self.env
         torch.manual_seed(config.seed)
         self.model = build(self.recipe)  # identical initialisation on every rank
+        self.transfer: Transfer | None = None
+        if self.init_from is not None:
+            self.transfer = init_from_folder(self.model, self.init_from)
+            head = getattr(self.recipe.head, "type", "?")
+            self._emit(
+                "notice",
+                0,
+                message=self.transfer.message(head),
+                loaded=self.transfer.loaded,
+                initialised=self.transfer.initialised,
+            )
         self.aliases = ckpt.tied_aliases(self.model)
         self.tokenizer = self._tokenizer()
         self.objective: Objective = make_objective(
@@ -339,14 +489,43 @@ class Trainer:
             torch.manual_seed(config.seed + 1 + env.rank)  # dropout streams differ per rank
         if env.is_main:
             self.metrics = MetricsWriter(self.run_dir, resume_step=self.start_step if self.resume_from else None)
+            if self.resume_from is None:
+                self._write_start()
+        # A resumed run records how it goes on (changed settings included) with its first checkpoint.
+        self.start_pending = self.resume_from is not None
         self.eval_set = self.objective.eval_batches(config.batch_size, config.eval_batches)
         self.last_checkpoint = self.resume_from
+        self.done_step = self.start_step
+        """The last step completed (its optimizer update and schedule step done)."""
+
+    def _write_start(self) -> None:
+        """``run.yaml``: the recipe named, its file, the overrides, the data and the imported weights."""
+        from zoo.recipe import find_recipe
+
+        reference = self.start.reference if self.start is not None else None
+        file = None
+        if reference is not None:
+            with contextlib.suppress(ZooError, OSError):
+                file = str(find_recipe(reference).resolve())
+        ckpt.write_start(
+            self.run_dir,
+            {
+                "recipe": reference,
+                "file": file,
+                "overrides": self.start.overrides if self.start is not None else {},
+                "data": str(self.data_path) if self.data_path else None,
+                "init_from": str(self.init_from) if self.init_from else None,
+                "resolved": self.recipe.to_dict(),
+            },
+        )
 
     def _tokenizer(self) -> Tokenizer | None:
         if not needs_tokenizer(self.objective_name):
             return None
         if self.resume_from is not None:
             tokenizer = ckpt.read_tokenizer(self.resume_from)
+        elif self.transfer is not None and self.transfer.tokenizer is not None:
+            tokenizer = self.transfer.tokenizer  # the ids the imported embeddings were trained on
         elif self.config.tokenizer == "bpe":
             tokenizer = self._train_bpe()
         else:
@@ -526,6 +705,9 @@ class Trainer:
                 aliases=self.aliases,
                 keep=self.config.keep_checkpoints,
             )
+            if self.start_pending:
+                self._write_start()
+        self.start_pending = False
         dist.barrier(self.env)
         return path
 
@@ -539,6 +721,7 @@ class Trainer:
             "seq_len": self.seq_len,
             "world_size": self.env.world_size,
             "strategy": self.strategy,
+            "init_from": str(self.init_from) if self.init_from else None,
             "eval": eval_metrics,
         }
         images = getattr(self.objective, "images", None)
@@ -549,6 +732,54 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ run
 
     def run(self) -> TrainResult:
+        """Train to ``train.steps``; Ctrl-C raises ``TrainInterrupted`` (see the module's docstring)."""
+        with self._deferred_interrupt():
+            try:
+                return self._run()
+            except TrainInterrupted:
+                raise
+            except KeyboardInterrupt:  # a second Ctrl-C, or one the loop could not defer: no checkpoint
+                raise self._interrupted(written=False) from None
+
+    @contextlib.contextmanager
+    def _deferred_interrupt(self) -> Iterator[None]:
+        """While the loop runs, a first Ctrl-C asks it to stop after the step under way; a second one (the
+        default handler again) stops at once. Only one process on its main thread, with Python's own
+        handler in place, defers: under torchrun every rank would have to stop at the same step."""
+        usable = (
+            not self.env.active
+            and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        )
+        if not usable:
+            yield
+            return
+
+        def ask_to_stop(signum: int, frame: Any) -> None:
+            self.stop_requested = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            with contextlib.suppress(Exception):  # a display that fails must not break the step under way
+                message = "Ctrl-C: stopping after this step, with a checkpoint (press Ctrl-C again to stop at once)"
+                self._emit("notice", self.done_step, message=message)
+
+        signal.signal(signal.SIGINT, ask_to_stop)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _interrupted(self, *, written: bool) -> TrainInterrupted:
+        reference = self.start.reference if self.start is not None else None
+        return TrainInterrupted(
+            run_dir=self.run_dir,
+            step=self.done_step,
+            total=self.config.steps,
+            checkpoint=ckpt.latest_checkpoint(self.run_dir) if self.run_dir.exists() else None,
+            written=written,
+            recipe=reference or self.recipe.name,
+        )
+
+    def _run(self) -> TrainResult:
         config, env = self.config, self.env
         per_step = describe_batch(self.objective, config.batch_size, config.grad_accum, self.seq_len)
         self._emit(
@@ -577,6 +808,7 @@ class Trainer:
         for step in range(self.start_step + 1, config.steps + 1):
             lr = self.optimizer.param_groups[0]["lr"]  # the rate this step uses, as the schedule set it
             loss, norm, seen = self.train_step(step)
+            self.done_step = step
             pending.append((step, loss, norm, lr))
             window_seen += seen
             last = step == config.steps
@@ -595,6 +827,14 @@ class Trainer:
             if do_save:
                 self.last_checkpoint = self.save(step, eval_metrics) or self.last_checkpoint
                 self._emit("checkpoint", step, path=str(self.last_checkpoint))
+            if self.stop_requested and not last:  # a first Ctrl-C: log, checkpoint and stop at this step
+                if pending:
+                    last_loss = self._flush(pending, window_seen, time.perf_counter() - window_start, started)
+                    pending = []
+                if not do_save:
+                    self.last_checkpoint = self.save(step, eval_metrics) or self.last_checkpoint
+                    self._emit("checkpoint", step, path=str(self.last_checkpoint))
+                raise self._interrupted(written=True)
         seconds = time.perf_counter() - started
         self._emit("end", step, seconds=seconds, loss=last_loss, eval=eval_metrics, run_dir=str(self.run_dir))
         return TrainResult(self.run_dir, step, last_loss, eval_metrics, seconds, self.last_checkpoint, self.model)
@@ -632,6 +872,9 @@ class Trainer:
             f"{unit}_per_s": seen / elapsed if elapsed > 0 else None,
             "elapsed_s": time.perf_counter() - started,
         }
+        if self.env.device.type == "cuda":  # the peak of this log window, then a new window
+            record["peak_memory_bytes"] = torch.cuda.max_memory_allocated(self.env.device)
+            torch.cuda.reset_peak_memory_stats(self.env.device)
         self._record(record)
         remaining = self.config.steps - step
         throughput = {"unit": unit, "per_s": record[f"{unit}_per_s"], "eta_s": remaining * elapsed / len(pending)}
