@@ -154,6 +154,19 @@ GPT2 = Family(
     rules=RULES,
     ignored=IGNORED,
     requirements=REQUIREMENTS,
+    unread={
+        "reorder_and_upcast_attn": "the order of the score scaling and an fp32 upcast: the same function",
+        **{
+            key: "GPT2DoubleHeadsModel's multiple-choice head, a class zoo does not import"
+            for key in (
+                "summary_activation",
+                "summary_first_dropout",
+                "summary_proj_to_labels",
+                "summary_type",
+                "summary_use_proj",
+            )
+        },
+    },
     recipe=recipe,
     config=config,
     hf_class=lambda recipe: "GPT2LMHeadModel",

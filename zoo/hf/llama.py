@@ -342,6 +342,7 @@ LLAMA = Family(
     rules=LLAMA_RULES,
     ignored=IGNORED,
     requirements=LLAMA_REQUIREMENTS,
+    unread={"pretraining_tp": "how Meta sliced the projections across devices to pretrain: the same matmuls"},
     recipe=llama_recipe,
     config=llama_config,
     hf_class=lambda recipe: "LlamaForCausalLM",

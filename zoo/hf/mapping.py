@@ -282,6 +282,14 @@ class Family:
     """The bare base model class, whose checkpoints carry no ``base_prefix``; exported that way."""
     layout: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None
     """Rewrites other on-disk layouts of the family (e.g. fused experts) into the table's."""
+    unread: Mapping[str, str] = field(default_factory=dict)
+    """Config keys the translation does not read, each with why that leaves the network as zoo builds it (on
+    top of ``COMMON_UNREAD``). Every key of the family's config is read (``defaults``), checked (``options``)
+    or named here: a test walks them all, so a new option of a new transformers cannot pass unnoticed."""
+
+    @property
+    def unread_keys(self) -> dict[str, str]:
+        return {**COMMON_UNREAD, **self.unread}
 
     def full_name(self, name: str) -> str:
         if not self.base_prefix or name.startswith(self.base_prefix) or name.startswith(self.head_prefixes):
@@ -293,6 +301,16 @@ class Family:
 
 
 # ---------------------------------------------------------------------------------------------- shared facts
+
+COMMON_UNREAD: dict[str, str] = {
+    "bos_token_id": "a generation setting (generation_config.json), not part of the network",
+    "eos_token_id": "a generation setting (generation_config.json), not part of the network",
+    "initializer_range": "the std of a fresh initialisation; imported weights replace it",
+    "initializer_factor": "the scale of a fresh initialisation; imported weights replace it",
+    "use_cache": "whether forward returns a cache; zoo's generate always decodes with one",
+    "output_router_logits": "what forward returns for a training loss, not the network",
+}
+"""Config keys no family reads, and why none needs to."""
 
 ACTIVATIONS: dict[str, str] = {
     "gelu": "gelu",

@@ -243,6 +243,11 @@ T5 = Family(
     rules=RULES,
     ignored=IGNORED,
     requirements=REQUIREMENTS,
+    unread={
+        "classifier_dropout": "T5ForSequenceClassification's head, a class zoo does not import",
+        "dense_act_fn": "derived by T5Config from feed_forward_proj, which is read",
+        "is_gated_act": "derived by T5Config from feed_forward_proj, which is read",
+    },
     recipe=recipe,
     config=config,
     hf_class=lambda recipe: "T5ForConditionalGeneration",

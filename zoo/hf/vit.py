@@ -151,6 +151,11 @@ VIT = Family(
     rules=RULES,
     ignored=IGNORED,
     requirements=REQUIREMENTS,
+    unread={
+        "encoder_stride": "ViTForMaskedImageModeling's decoder, a class zoo does not import",
+        "pooler_act": "ViTModel's pooler, which the classification model does not have",
+        "pooler_output_size": "ViTModel's pooler, which the classification model does not have",
+    },
     recipe=recipe,
     config=config,
     hf_class=lambda recipe: "ViTForImageClassification",
