@@ -200,3 +200,18 @@ def test_every_module_imported_at_run_time_is_a_declared_dependency():
     assert not missing, f"imported at module level but not in [project] dependencies: {missing}"
     assert "numpy" in declared  # torch warns "Failed to initialize NumPy" on every command without it
     assert {"transformers", "matplotlib"} <= extras - declared  # optional extras stay optional
+
+
+def test_generate_reads_a_model_folder_and_a_hugging_face_folder_as_bytes(tmp_path, run_dir):
+    from zoo.generate import generate_text
+
+    trained = zoo.load(run_dir)
+    trained.save_pretrained(tmp_path / "model")
+    zoo.to_hf(trained, tmp_path / "hf")
+    expected, _ = generate_text(run_dir, ["The "], max_new_tokens=6, temperature=0)
+    for folder in (tmp_path / "model", tmp_path / "hf"):
+        texts, _ = generate_text(folder, ["The "], max_new_tokens=6, temperature=0)
+        assert texts == expected, folder
+    result = cli("generate", str(tmp_path / "model"), "--prompt", "The ", "--max-new-tokens", "4", "--seed", "0")
+    assert result.exit_code == 0, result.output
+    assert_clean_error(cli("generate", str(tmp_path), "--prompt", "x"), "holds no model: expected a zoo model folder")

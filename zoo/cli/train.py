@@ -238,7 +238,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def generate(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by zoo train (or one checkpoint folder).")],
+    run_dir: Annotated[Path, typer.Argument(help="A run, checkpoint, model or Hugging Face folder (see zoo.locate).")],
     prompt: Annotated[
         list[str], typer.Option("--prompt", metavar="TEXT", help="Text to continue (or translate); repeatable.")
     ],

@@ -59,7 +59,7 @@ from zoo.locate import (
     LATEST,
     RUN_FILE,
     complete_checkpoint,
-    latest_checkpoint,
+    latest_checkpoint,  # noqa: F401 - part of this module's interface
 )
 from zoo.recipe import Recipe
 
@@ -401,21 +401,33 @@ class Run:
 
 
 def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -> Run:
-    """The newest complete checkpoint of a run (or a checkpoint folder itself), built and loaded.
+    """The model of a run (its newest complete checkpoint), of a checkpoint folder, or of a model or Hugging Face
+    folder (``zoo.locate``), built and loaded, with the tokenizer it reads text with.
+
+    A model or Hugging Face folder holds no zoo tokenizer: one whose vocabulary is the 256 bytes (and whose
+    recipe trains on bytes) reads text as bytes; any other is loaded without a tokenizer.
 
     Raises:
-        TrainError: no run or no complete checkpoint at ``run_dir``.
+        NotAModelFolder: ``run_dir`` is none of those kinds of folder. ``TrainError``: a run without a complete
+            checkpoint yet.
         CheckpointError: a file of the checkpoint is damaged, does not match its checksum, or the weights do
             not fit the recipe. ``RecipeError``: its recipe is invalid.
     """
     from zoo.builder import build
+    from zoo.locate import NotAModelFolder, locate
 
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise TrainError(f"{run_dir}: no such run directory")
-    checkpoint = latest_checkpoint(run_dir)
-    if checkpoint is None:
-        raise TrainError(f"{run_dir}: no complete checkpoint (is it a run directory written by zoo train?)")
+    try:
+        folder = locate(run_dir)
+    except NotAModelFolder as exc:
+        if (run_dir / CHECKPOINTS).is_dir():
+            raise TrainError(str(exc)) from None
+        raise
+    if folder.kind in ("model", "hf"):
+        return _model_folder_run(folder, device)
+    checkpoint = folder.path
     info = read_info(checkpoint)
     state = read_model_state(checkpoint)
     model = build(_verified(checkpoint, RECIPE_FILE, info))
@@ -426,3 +438,21 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
         model = model.to(device)
     model.eval()
     return Run(run_dir, checkpoint, info["step"], model, read_tokenizer(checkpoint), info)
+
+
+def _model_folder_run(folder: Any, device: str | torch.device | None) -> Run:
+    from zoo.checkpoint import load
+
+    from .objectives import objective_name
+    from .tokenizer import ByteTokenizer
+
+    model = load(folder.path, device=device).eval()
+    recipe = model.recipe
+    if (folder.path / TOKENIZER_FILE).is_file():
+        tokenizer = read_tokenizer(folder.path)
+    elif recipe.vocab_size == ByteTokenizer().vocab_size and recipe.train.tokenizer == "byte":
+        tokenizer = ByteTokenizer()
+    else:
+        tokenizer = None
+    info = {"objective": objective_name(recipe)}
+    return Run(folder.given, folder.path, 0, model, tokenizer, info)
