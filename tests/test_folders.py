@@ -215,3 +215,17 @@ def test_generate_reads_a_model_folder_and_a_hugging_face_folder_as_bytes(tmp_pa
     result = cli("generate", str(tmp_path / "model"), "--prompt", "The ", "--max-new-tokens", "4", "--seed", "0")
     assert result.exit_code == 0, result.output
     assert_clean_error(cli("generate", str(tmp_path), "--prompt", "x"), "holds no model: expected a zoo model folder")
+
+
+def test_export_without_the_tokenizers_package_writes_the_rest_and_says_so(tmp_path, run_dir, monkeypatch):
+    import importlib.util
+
+    from zoo.hf import export_checkpoint
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real(name, *a))
+    done = export_checkpoint(run_dir, tmp_path / "hf")
+    names = {p.name for p in (tmp_path / "hf").iterdir()}
+    assert {"config.json", "model.safetensors", "generation_config.json"} <= names and "tokenizer.json" not in names
+    assert any("needs the `tokenizers` package (pip install 'zoo[hf]'" in note for note in done.notes)
+    assert zoo.checkpoint.read_json(tmp_path / "hf" / "generation_config.json")["eos_token_id"] is not None

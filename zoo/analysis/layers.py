@@ -111,7 +111,6 @@ def layer_table(
     (columns) narrows torchinfo's two columns so that the table fits (default: torchinfo's own width)."""
     import torchinfo
 
-
     device = next(model.parameters()).device
     inputs = example_inputs(model, recipe, batch=batch, seq_len=seq_len)
     note = None

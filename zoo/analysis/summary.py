@@ -197,9 +197,7 @@ def summarize(
             "exist only below max_len"
         )
     counted = parameter_breakdown(model)
-    table = (
-        layer_table(model, recipe, batch=batch, seq_len=seq_len, depth=depth, width=width) if torchinfo else None
-    )
+    table = layer_table(model, recipe, batch=batch, seq_len=seq_len, depth=depth, width=width) if torchinfo else None
     if table is not None and table.note:
         notes.append(table.note)
     return ModelSummary(

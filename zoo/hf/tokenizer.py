@@ -21,6 +21,7 @@ into the zoo folder's ``hf/`` subfolder, and ``zoo export`` writes them back out
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -227,6 +228,14 @@ def companions(folder: ModelFolder, recipe: Any) -> Companions:
         where = (
             f"since {folder.given} holds no tokenizer but its vocabulary is the 256 bytes (vocab_size 256, "
             "train.tokenizer byte); export the run folder instead if the model was trained on other ids"
+        )
+    if importlib.util.find_spec("tokenizers") is None:
+        return Companions(
+            token_ids=token_ids(tokenizer),
+            labels=labels,
+            note="no tokenizer files written: writing zoo's tokenizer in Hugging Face's format needs the `tokenizers` "
+            "package (pip install 'zoo[hf]', which transformers needs anyway); config.json and "
+            "generation_config.json carry its token ids",
         )
     encoder = recipe.architecture == "encoder"
     written = tokenizer_files(
