@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import hf_cases
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -251,7 +252,15 @@ CONFIGS = {
     "llama": "LlamaConfig",
     "mixtral": "MixtralConfig",
 }
-DECODERS = [name for name, case in CASES.items() if case.family in ("gpt2", "llama", "mixtral")]
+DECODER_FAMILIES = {"gpt2", "llama", "mixtral"}
+"""Families compared as causal LMs (padded logits at their real positions, greedy generation)."""
+
+# The families added one file each: tests/hf_cases/<family>.py holds its cases (see tests/hf_cases/__init__.py).
+for _cases in hf_cases.modules():
+    CASES.update({name: Case(**case) for name, case in _cases.CASES.items()})
+    CONFIGS.update(_cases.CONFIGS)
+    DECODER_FAMILIES |= set(_cases.CONFIGS)
+DECODERS = [name for name, case in CASES.items() if case.family in DECODER_FAMILIES]
 GENERATORS = DECODERS + [name for name, case in CASES.items() if case.family == "t5"]
 
 
@@ -307,7 +316,7 @@ def max_differences(ref: Reference) -> dict[str, float]:
             images = torch.randn(3, channels, size, size, generator=torch.Generator().manual_seed(1))
             return {"logits": (hf(pixel_values=images).logits - model(images).logits).abs().max().item()}
         ids, mask = padded_ids(config.vocab_size)
-        if family in ("gpt2", "llama", "mixtral"):
+        if family in DECODER_FAMILIES:
             positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts the real tokens' positions
             expected = hf(input_ids=ids, attention_mask=mask, position_ids=positions).logits
             actual = model(ids, attention_mask=mask, positions=positions).logits
@@ -401,6 +410,15 @@ def test_zoo_generate_matches_hf_greedy_generation(generator_ref):
     assert generate(ref.model, prompts, max_new_tokens=NEW_TOKENS).tokens == new
 
 
+def test_cached_decoding_equals_recomputation(generator_ref):
+    generate = pytest.importorskip("zoo.generate").generate
+    ref = generator_ref
+    prompts = torch.randint(1, ref.hf.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(6))
+    cached = generate(ref.model, prompts, max_new_tokens=NEW_TOKENS)
+    recomputed = generate(ref.model, prompts, max_new_tokens=NEW_TOKENS, use_cache=False)
+    assert cached.tokens == recomputed.tokens
+
+
 @pytest.mark.parametrize("name", [n for n, c in CASES.items() if c.family == "mixtral"])
 def test_mixtral_routes_every_token_to_the_same_experts(name, tmp_path):
     ref = saved_and_imported(name, tmp_path)
@@ -478,6 +496,8 @@ ZOO_MODELS = {
     ),
     "mixtral-tiny": (MIXTRAL_TINY, {}),
 }
+for _cases in hf_cases.modules():
+    ZOO_MODELS.update(getattr(_cases, "ZOO_MODELS", {}))
 
 
 @pytest.mark.parametrize("name", sorted(ZOO_MODELS))

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import importlib
+import pkgutil
+
 import torch
 from torch import nn
 
@@ -55,7 +58,25 @@ __all__ = [
     "to_hf",
 ]
 
-FAMILIES: dict[str, Family] = {f.model_type: f for f in (GPT2, BERT, VIT, T5, LLAMA, MIXTRAL)}
+FAMILY_INFRASTRUCTURE = frozenset({"io", "mapping", "tokenizer"})
+"""Modules of ``zoo.hf`` that define no family."""
+
+
+def _families() -> dict[str, Family]:
+    """Every ``Family`` defined at the top level of a module of this package: a new family is one file,
+    ``zoo/hf/<family>.py``, with its table. The six first families come first, the others by module name."""
+    found: dict[str, Family] = {f.model_type: f for f in (GPT2, BERT, VIT, T5, LLAMA, MIXTRAL)}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name in FAMILY_INFRASTRUCTURE or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Family):
+                found.setdefault(value.model_type, value)
+    return found
+
+
+FAMILIES: dict[str, Family] = _families()
 """HF ``model_type`` -> the family that imports it."""
 
 
