@@ -14,12 +14,11 @@ generation files that go with a checkpoint are in ``zoo/hf/tokenizer.py``.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import importlib
-import pkgutil
 
 import torch
 from torch import nn
