@@ -33,3 +33,26 @@ def test_nothing_is_named_that_the_config_does_not_have(model_type):
     attributes = set(config_class(model_type)().to_dict())
     stale = set(family.unread) - attributes
     assert not stale, f"{model_type}: 'unread' names keys its config does not have: {sorted(stale)}"
+
+
+def test_the_readme_family_table_is_current():
+    from pathlib import Path
+
+    from zoo.hf import family_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- family table:")
+    start = readme.index("\n", start) + 1
+    table = readme[start : readme.index("<!-- end of family table -->")].strip()
+    assert table == family_table(), "README's family table is stale: paste zoo.hf.family_table() into it"
+
+
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_every_family_names_its_published_recipes_and_they_fit_it(model_type):
+    import zoo
+    from zoo.hf import family_of
+
+    family = FAMILIES[model_type]
+    assert family.recipes, f"{model_type}: no named recipe of a published checkpoint"
+    for name in family.recipes:
+        assert family_of(zoo.load_recipe(name)) is family, name

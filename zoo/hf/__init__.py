@@ -50,6 +50,7 @@ __all__ = [
     "HFImportError",
     "export_checkpoint",
     "family_of",
+    "family_table",
     "from_hf",
     "hf_recipe",
     "import_checkpoint",
@@ -192,6 +193,17 @@ def from_hf(
     model = build(recipe, device=device, dtype=dtype)
     load_hf_weights(model, source.family, state, source=str(source.path))
     return model
+
+
+def family_table() -> str:
+    """The README's table of families (Markdown), made from ``FAMILIES``: the checkpoint classes that import and
+    export, and the named recipes of published checkpoints."""
+    rows = ["| family (`model_type`) | imports and exports | named recipes |", "|---|---|---|"]
+    for family in FAMILIES.values():
+        classes = dict.fromkeys([*family.classes, *([family.base_class] if family.base_class else [])])
+        recipes = ", ".join(f"`{name}`" for name in family.recipes) or "-"
+        rows.append(f"| {family.name} (`{family.model_type}`) | {', '.join(f'`{c}`' for c in classes)} | {recipes} |")
+    return "\n".join(rows)
 
 
 def family_of(recipe: Any) -> Family:

@@ -242,6 +242,7 @@ BERT = Family(
     rules=RULES,
     ignored=IGNORED,
     requirements=REQUIREMENTS,
+    recipes=("bert-base",),
     recipe=recipe,
     config=config,
     hf_class=lambda recipe: CLASSES[recipe.head.type],

@@ -154,6 +154,7 @@ GPT2 = Family(
     rules=RULES,
     ignored=IGNORED,
     requirements=REQUIREMENTS,
+    recipes=("gpt2-small",),
     unread={
         "reorder_and_upcast_attn": "the order of the score scaling and an fp32 upcast: the same function",
         **{

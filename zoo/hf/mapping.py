@@ -282,6 +282,8 @@ class Family:
     """The bare base model class, whose checkpoints carry no ``base_prefix``; exported that way."""
     layout: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None
     """Rewrites other on-disk layouts of the family (e.g. fused experts) into the table's."""
+    recipes: tuple[str, ...] = ()
+    """Named recipes of this family's published checkpoints (the README's family table lists them)."""
     unread: Mapping[str, str] = field(default_factory=dict)
     """Config keys the translation does not read, each with why that leaves the network as zoo builds it (on
     top of ``COMMON_UNREAD``). Every key of the family's config is read (``defaults``), checked (``options``)

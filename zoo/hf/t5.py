@@ -243,6 +243,7 @@ T5 = Family(
     rules=RULES,
     ignored=IGNORED,
     requirements=REQUIREMENTS,
+    recipes=("t5-small",),
     unread={
         "classifier_dropout": "T5ForSequenceClassification's head, a class zoo does not import",
         "dense_act_fn": "derived by T5Config from feed_forward_proj, which is read",

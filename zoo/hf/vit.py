@@ -151,6 +151,7 @@ VIT = Family(
     rules=RULES,
     ignored=IGNORED,
     requirements=REQUIREMENTS,
+    recipes=("vit-b16",),
     unread={
         "encoder_stride": "ViTForMaskedImageModeling's decoder, a class zoo does not import",
         "pooler_act": "ViTModel's pooler, which the classification model does not have",
