@@ -33,6 +33,20 @@ BASE = {
 """A small valid decoder recipe that the recipe tests break one field at a time."""
 
 
+class Crash(Exception):
+    """Raised by ``crash_after_checkpoint``: a run dying right after a checkpoint."""
+
+
+def crash_after_checkpoint(step: int):
+    """A training callback that dies once the checkpoint of ``step`` is written."""
+
+    def callback(event):
+        if event.kind == "checkpoint" and event.step == step:
+            raise Crash
+
+    return callback
+
+
 def cli(*args: str):
     return CliRunner().invoke(app, list(args))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import typer
+from clean_errors import Crash, crash_after_checkpoint
 from typer.testing import CliRunner
 
 import zoo
@@ -223,18 +224,6 @@ def test_old_checkpoints_are_pruned(tmp_path):
     train("gpt-tiny", out=tmp_path / "run", **fast(6, **{"train.checkpoint_interval": 1, "train.keep_checkpoints": 2}))
     kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step-"))
     assert kept == ["step-00000005", "step-00000006"]
-
-
-class Crash(Exception):
-    pass
-
-
-def crash_after_checkpoint(step: int):
-    def callback(event):
-        if event.kind == "checkpoint" and event.step == step:
-            raise Crash
-
-    return callback
 
 
 @pytest.mark.parametrize("name", ["gpt-tiny", "bert-tiny", "t5-tiny", "vit-tiny"])

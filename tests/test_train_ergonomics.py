@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from clean_errors import FAST as TINY_RUN
-from clean_errors import assert_clean_error, cli
+from clean_errors import Crash, assert_clean_error, cli, crash_after_checkpoint
 
 import zoo
 from zoo.errors import TrainError
@@ -31,18 +31,6 @@ def sets(settings: dict) -> list[str]:
 
 def train_losses(run: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in read_metrics(run) if r["split"] == "train"}
-
-
-class Crash(Exception):
-    pass
-
-
-def crash_after_checkpoint(step: int):
-    def callback(event):
-        if event.kind == "checkpoint" and event.step == step:
-            raise Crash
-
-    return callback
 
 
 def notices(events) -> list[str]:
