@@ -401,12 +401,20 @@ def deep_merge(base: dict[str, Any], top: Mapping[str, Any], *, where: str = "")
         old = out.get(key)
         path = f"{where}{key}"
         if isinstance(old, dict) and isinstance(value, Mapping):
-            if old.get("type", value.get("type")) != value.get("type", old.get("type")):
+            if _type_changes(old, value):
                 old = _kept_for_new_type(old, str(value["type"]), kind=key, path=path)
             out[key] = deep_merge(old, value, where=f"{path}.")
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def _type_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether ``new`` names another ``type`` than ``old`` (a value that is not even equal to itself, such as
+    NaN, counts as the same object, not as a change)."""
+    if "type" not in old or "type" not in new:
+        return False
+    return new["type"] is not old["type"] and new["type"] != old["type"]
 
 
 def _kept_for_new_type(old: dict[str, Any], new_type: str, *, kind: str, path: str) -> dict[str, Any]:
