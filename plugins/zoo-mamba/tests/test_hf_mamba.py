@@ -1,0 +1,225 @@
+"""Import from Hugging Face through the plugin's families: parity with transformers' PyTorch path on tiny random
+configs (fp32 logits within 1e-4, the same 20-token greedy generation), round trip, published parameter counts."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("zoo_mamba", reason="pip install -e plugins/zoo-mamba")
+transformers = pytest.importorskip("transformers")
+
+import zoo  # noqa: E402
+from zoo.hf import families, from_hf, hf_recipe, to_hf  # noqa: E402
+
+NEW_TOKENS = 20
+
+CASES = {
+    "mamba-tiny-hf": (
+        "MambaConfig",
+        "MambaForCausalLM",
+        dict(vocab_size=96, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4),
+    ),
+    "mamba-bias-untied-rank": (
+        "MambaConfig",
+        "MambaForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=24,
+            state_size=4,
+            num_hidden_layers=3,
+            expand=3,
+            conv_kernel=3,
+            time_step_rank=5,
+            use_bias=True,
+            use_conv_bias=False,
+            tie_word_embeddings=False,
+            layer_norm_epsilon=1e-6,
+        ),
+    ),
+    "mamba2-tiny-hf": (
+        "Mamba2Config",
+        "Mamba2ForCausalLM",
+        dict(
+            vocab_size=96,
+            hidden_size=32,
+            num_heads=4,
+            head_dim=16,
+            state_size=8,
+            n_groups=1,
+            num_hidden_layers=2,
+            chunk_size=5,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "mamba2-groups-bias-untied": (
+        "Mamba2Config",
+        "Mamba2ForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=24,
+            num_heads=6,
+            head_dim=8,
+            state_size=4,
+            n_groups=2,
+            num_hidden_layers=2,
+            conv_kernel=3,
+            chunk_size=4,
+            use_bias=True,
+            use_conv_bias=False,
+            layer_norm_epsilon=1e-6,
+        ),
+    ),
+}
+
+
+def reference(name: str) -> torch.nn.Module:
+    config_class, model_class, options = CASES[name]
+    torch.manual_seed(0)
+    hf = getattr(transformers, model_class)(getattr(transformers, config_class)(**options)).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    return hf
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def pair(request, tmp_path_factory):
+    hf = reference(request.param)
+    folder = tmp_path_factory.mktemp(request.param)
+    hf.save_pretrained(folder)
+    return hf, from_hf(folder).eval(), folder
+
+
+def test_the_families_join_zoos_through_the_plugin_hook():
+    found = families()
+    assert found["mamba"].classes == ("MambaForCausalLM",) and found["mamba2"].classes == ("Mamba2ForCausalLM",)
+    assert "mamba" not in zoo.hf.FAMILIES  # the built-in table is left as it is
+
+
+def test_same_parameter_count(pair):
+    hf, model, _ = pair
+    assert zoo.count_parameters(model) == sum(p.numel() for p in hf.parameters())
+
+
+@torch.no_grad()
+def test_logits_match_within_1e_4(pair):
+    hf, model, _ = pair
+    x = torch.randint(1, hf.config.vocab_size, (3, 23), generator=torch.Generator().manual_seed(1))
+    difference = (model(x).logits - hf(x).logits).abs().max().item()
+    assert difference <= 1e-4, difference
+
+
+@torch.no_grad()
+def test_logits_match_on_a_right_padded_batch(pair):
+    hf, model, _ = pair
+    x = torch.randint(1, hf.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones_like(x)
+    mask[1, 8:] = 0
+    ours, theirs = model(x, attention_mask=mask).logits, hf(x, attention_mask=mask).logits
+    assert (ours[0] - theirs[0]).abs().max() <= 1e-4 and (ours[1, :8] - theirs[1, :8]).abs().max() <= 1e-4
+
+
+@torch.no_grad()
+def test_greedy_generation_matches_for_20_tokens(pair):
+    from zoo.generate import generate
+
+    hf, model, _ = pair
+    prompts = torch.randint(1, hf.config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(3))
+    config = copy.deepcopy(hf.generation_config)
+    config.do_sample, config.max_new_tokens, config.eos_token_id, config.pad_token_id = False, NEW_TOKENS, None, 0
+    hf.generation_config = config
+    theirs = hf.generate(prompts, attention_mask=torch.ones_like(prompts))[:, 6:].tolist()
+    ours = generate(model, prompts.tolist(), max_new_tokens=NEW_TOKENS)
+    assert ours.tokens == theirs
+    assert generate(model, prompts.tolist(), max_new_tokens=NEW_TOKENS, use_cache=False).tokens == theirs
+
+
+def test_round_trip_bit_for_bit_and_transformers_loads_the_export(pair, tmp_path):
+    from safetensors.torch import load_file
+
+    hf, model, folder = pair
+    out = to_hf(model, tmp_path / "out")
+    written, original = load_file(out / "model.safetensors"), load_file(folder / "model.safetensors")
+    assert set(written) == set(original)
+    assert all(torch.equal(written[n], original[n]) for n in written)
+    again = type(hf).from_pretrained(out).eval()
+    x = torch.randint(1, hf.config.vocab_size, (1, 9), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        torch.testing.assert_close(again(x).logits, hf(x).logits, rtol=0, atol=0)
+
+
+def test_an_option_zoo_cannot_reproduce_is_refused(tmp_path):
+    config = transformers.Mamba2Config(hidden_size=32, num_heads=4, head_dim=16, time_step_limit=(0.0, 1.0))
+    config.save_pretrained(tmp_path)
+    with pytest.raises(zoo.hf.HFImportError, match=r"time_step_limit=.* is not supported"):
+        hf_recipe(tmp_path)
+    transformers.MambaConfig(hidden_act="gelu").save_pretrained(tmp_path)
+    with pytest.raises(zoo.hf.HFImportError, match=r"hidden_act='gelu' is not supported"):
+        hf_recipe(tmp_path)
+
+
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2"])
+def test_every_config_attribute_is_read_checked_or_named(model_type):
+    family = families()[model_type]
+    attributes = set(transformers.AutoConfig.for_model(model_type).to_dict())
+    generic = set(transformers.PretrainedConfig().to_dict())
+    checked = {option.key for option in family.options}
+    unaccounted = attributes - generic - set(family.defaults) - checked - set(family.unread_keys)
+    assert not unaccounted, sorted(unaccounted)
+
+
+PUBLISHED = {
+    # state-spaces/mamba-130m-hf/config.json (the network's keys)
+    "mamba-130m": (
+        "MambaConfig",
+        dict(
+            vocab_size=50280,
+            hidden_size=768,
+            state_size=16,
+            num_hidden_layers=24,
+            layer_norm_epsilon=1e-5,
+            expand=2,
+            conv_kernel=4,
+            use_bias=False,
+            use_conv_bias=True,
+            time_step_rank=48,
+            intermediate_size=1536,
+            tie_word_embeddings=True,
+        ),
+    ),
+    # state-spaces/mamba2-130m (d_model 768, n_layer 24, vocab 50277 padded to a multiple of 16, Mamba2 defaults:
+    # d_state 128, headdim 64, expand 2, ngroups 1, tied), as transformers' Mamba2Config writes it.
+    "mamba2-130m": (
+        "Mamba2Config",
+        dict(
+            vocab_size=50288,
+            hidden_size=768,
+            num_heads=24,
+            head_dim=64,
+            state_size=128,
+            n_groups=1,
+            num_hidden_layers=24,
+            expand=2,
+            conv_kernel=4,
+            chunk_size=256,
+            layer_norm_epsilon=1e-5,
+            tie_word_embeddings=True,
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("recipe", sorted(PUBLISHED))
+def test_named_recipe_has_the_published_parameter_count(recipe):
+    config_class, config = PUBLISHED[recipe]
+    with torch.device("meta"):
+        hf = transformers.AutoModelForCausalLM.from_config(getattr(transformers, config_class)(**config))
+    expected = sum(p.numel() for p in hf.parameters())
+    model = zoo.build(recipe, device="meta")
+    assert zoo.count_parameters(model) == expected == model.recipe.expect.parameters
+    assert families()[model.recipe.attention.type].misfits(model.recipe) == []
+    assert math.isclose(expected / 1e6, {"mamba-130m": 129.1, "mamba2-130m": 129.0}[recipe], abs_tol=0.05)
