@@ -1,0 +1,250 @@
+"""``zoo plan``: memory per device, the largest micro-batch, step time and serving, rendered from
+``zoo.analysis.plan``."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from .build import Overrides, RecipeArg, load_with_overrides
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+class Checkpointing(str, Enum):
+    none = "none"
+    every = "every"
+    every_k = "every_k"
+    attention = "attention"
+
+
+class Parallel(str, Enum):
+    auto = "auto"
+    ddp = "ddp"
+    fsdp = "fsdp"
+
+
+class Sharding(str, Enum):
+    full = "full"
+    hybrid = "hybrid"
+
+
+def plan(
+    recipe: RecipeArg,
+    gpu: Annotated[
+        str, typer.Option("--gpu", help="Accelerator: h100-80gb, h200, a100-80gb, a100-40gb, l4, mi300x, cpu.")
+    ] = "h100-80gb",
+    gpus: Annotated[int, typer.Option("--gpus", help="Devices the batch is split over.")] = 1,
+    batch: Annotated[
+        int | None,
+        typer.Option("--batch", help="Sequences per micro-step, all devices together; default train.batch_size."),
+    ] = None,
+    seq: Annotated[
+        int | None, typer.Option("--seq", help="Tokens per sequence; default train.seq_len or max_len.")
+    ] = None,
+    precision: Annotated[
+        Precision | None,
+        typer.Option("--precision", help="Autocast precision; default train.precision (auto: bf16 on a GPU)."),
+    ] = None,
+    checkpointing: Annotated[
+        Checkpointing | None,
+        typer.Option("--checkpointing", help="Activation checkpointing; default train.activation_checkpointing."),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None, typer.Option("--checkpoint-every", help="every_k: checkpoint every k-th block.")
+    ] = None,
+    parallel: Annotated[
+        Parallel | None, typer.Option("--parallel", help="Several devices: ddp or fsdp; auto as the trainer.")
+    ] = None,
+    sharding: Annotated[
+        Sharding | None, typer.Option("--sharding", help="fsdp: full, or hybrid (within a node).")
+    ] = None,
+    offload: Annotated[
+        bool | None,
+        typer.Option("--offload/--no-offload", help="fsdp: shards of weights, gradients, AdamW in CPU memory."),
+    ] = None,
+    mfu: Annotated[float, typer.Option("--mfu", help="Share of the dense bf16 peak a step reaches.")] = 0.4,
+    tokens: Annotated[
+        float | None, typer.Option("--tokens", help="Tokens to train on (e.g. 1e9): how long they take.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every number as one JSON object instead.")] = False,
+    set_: Overrides = None,
+) -> None:
+    """Will a training step fit, how long will it take, what does serving need: before renting GPUs.
+
+    Memory comes from a training step traced on fake tensors (the model is built on the meta device; nothing
+    is allocated), per component, at the precision and checkpointing asked; time from FLOPs at a stated MFU.
+    """
+    from zoo.analysis.plan import plan as make_plan
+
+    result = make_plan(
+        load_with_overrides(recipe, set_),
+        gpu=gpu,
+        gpus=gpus,
+        batch=batch,
+        seq_len=seq,
+        precision=precision.value if precision else None,
+        checkpointing=checkpointing.value if checkpointing else None,
+        checkpoint_every=checkpoint_every,
+        parallel=parallel.value if parallel else None,
+        sharding=sharding.value if sharding else None,
+        offload=offload,
+        mfu=mfu,
+        tokens=tokens,
+    )
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        _render(result)
+    result.check()  # not even micro-batch 1 fits: the error (after the figures that say why)
+
+
+def _render(p: Any) -> None:
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.text import Text
+
+    from .render import console
+
+    show = console()
+    a = p.accelerator
+    layout = {
+        "none": "one device",
+        "ddp": "DDP",
+        "fsdp": f"FSDP2 {p.sharding}" + (", CPU offload" if p.offload else ""),
+    }
+    ck = p.checkpointing + (f" (k={p.checkpoint_every})" if p.checkpoint_every else "")
+    show.print(
+        f"[bold]{escape(p.recipe)}[/bold] on {p.gpus} x {a.name} ({escape(a.title)}), {layout[p.strategy]}: batch "
+        f"{p.batch} (micro-batch {p.micro_batch} per device) x {p.seq_len} tokens, {p.precision}, checkpointing {ck}"
+    )
+    show.print(_memory(p))
+    show.print(_units(p))
+    show.print(_time(p))
+    show.print(_serving(p))
+    notes = [Text(f"note: {n}", style="dim") for n in p.notes]
+    if notes:
+        show.print(Group(*notes))
+
+
+def _memory(p: Any) -> Any:
+    from zoo.analysis.plan import CONTEXT, RESERVE
+
+    from .render import size, table
+
+    m = p.memory
+    t = table(f"Memory per device at micro-batch {p.micro_batch}", "", "bytes", right=("bytes",))
+    sharded = (
+        f", / {p.gpus if p.sharding == 'full' else min(p.gpus, p.accelerator.per_node)}" if p.strategy == "fsdp" else ""
+    )
+    t.add_row(f"weights (fp32{sharded})", size(m.weights))
+    t.add_row("gradients" + (" (+ DDP's all-reduce buckets)" if p.strategy == "ddp" else ""), size(m.gradients))
+    t.add_row(f"optimizer state (AdamW, 2 fp32 moments{sharded})", size(m.optimizer))
+    if p.strategy == "fsdp":
+        t.add_row("gathered weights (outside blocks, running block)", size(m.gathered))
+    t.add_row("activations kept for backward", size(m.activations))
+    if m.casts:
+        t.add_row(f"{p.precision} copies of the weights (autocast, kept)", size(m.casts))
+    t.add_row("temporaries (activation grads, recomputation)", size(m.temporaries))
+    gpu = p.accelerator.gpu
+    reserve = f"allocator reserve {RESERVE:.0%} + context {CONTEXT / 2**30:.0f} GiB" if gpu else "allocator reserve"
+    t.add_row(reserve, size(m.reserve))
+    verdict = "fits" if p.fits else "[bold red]does not fit[/bold red]"
+    t.add_row(f"needed at the peak ({m.phase}) / available", f"{size(m.needed)} / {size(p.available)}", style="bold")
+    t.add_row("", verdict)
+    if m.offloaded:
+        t.add_row("in CPU memory (offloaded shards)", size(m.offloaded))
+    largest = f"{p.max_micro_batch:,}" if p.max_micro_batch else "[bold red]none[/bold red]"
+    t.add_row("largest micro-batch per device that fits", largest)
+    for line in p.advice:
+        t.add_row(f"[yellow]try[/yellow] {line}", "")
+    return t
+
+
+def _units(p: Any) -> Any:
+    from .render import size, table
+
+    t = table(
+        f"Activations kept per unit (micro-batch {p.micro_batch})",
+        "unit",
+        "count",
+        "each",
+        "total",
+        right=("count", "each", "total"),
+    )
+    for u in p.units:
+        if u.saved_each == 0 and u.count == 1:
+            continue
+        t.add_row(u.name, f"{u.count}", size(u.saved_each), size(u.saved_each * u.count))
+    casts = sum(u.casts_each * u.count for u in p.units)
+    if casts:
+        t.caption = f"of which {size(casts)}: {p.precision} copies of weights"
+        t.caption_justify = "left"
+    return t
+
+
+def _time(p: Any) -> Any:
+    from .render import short, table
+
+    s = p.time
+    t = table(
+        f"Step time at MFU {s.mfu:.0%} of {short(p.accelerator.flops, 'FLOP/s')}",
+        "",
+        "value",
+        right=("value",),
+    )
+    t.add_row(f"tokens per step (x grad_accum {p.grad_accum})", f"{s.tokens_per_step:,}")
+    t.add_row("FLOPs per step (3 x forward)", short(s.flops, "FLOP"))
+    if s.recompute_flops:
+        t.add_row("  + recomputed forward (checkpointing)", short(s.recompute_flops, "FLOP"))
+    t.add_row(f"compute at MFU {s.mfu:.0%}", _seconds(s.compute_s))
+    t.add_row("roofline (100% of peak)", _seconds(s.roofline_s))
+    if p.gpus > 1:
+        t.add_row(f"communication per device ({p.strategy})", f"{short(s.comm_bytes, 'B')}, {_seconds(s.comm_s)}")
+    t.add_row("step (communication overlapped)", _seconds(s.step_s), style="bold")
+    t.add_row("tokens per second / per day", f"{short(s.tokens_per_s)} / {short(s.tokens_per_day)}")
+    if s.seconds is not None:
+        hours = s.seconds / 3600
+        device_hours = hours * p.gpus
+        spent = f"{device_hours:,.0f}" if device_hours >= 10 else f"{device_hours:.2g}"
+        t.add_row(f"{short(s.tokens)} tokens", f"{_seconds(s.seconds)}, {spent} device-hours")
+    return t
+
+
+def _serving(p: Any) -> Any:
+    from .render import short, size, table
+
+    s = p.serving
+    t = table(f"Serving on {p.gpus} x {p.accelerator.name} (bf16 weights and KV cache)", "", "value", right=("value",))
+    t.add_row("weights (bf16)", size(s.weights))
+    if s.kv_bytes_per_token is None:
+        t.add_row("KV cache", "none (not a generative decoder)")
+        return t
+    t.add_row("KV cache per token", f"{s.kv_bytes_per_token:,} B")
+    t.add_row(f"concurrent sequences of {s.seq_len:,} tokens that fit", f"{s.sequences:,}")
+    if s.decode_tokens_per_s:
+        t.add_row("decoding roofline (bandwidth), tokens/s", short(s.decode_tokens_per_s))
+    return t
+
+
+def _seconds(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} µs"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    if s < 3600:
+        return f"{s:.2f} s"
+    if s < 86400 * 2:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(plan)
