@@ -21,6 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAMED = sorted(named_recipes())
 LAYOUTS = {
     "sandwich": ("gpt-tiny", {"block.norm_position": "sandwich"}),
+    "output": ("gpt-tiny", {"block.norm_position": "output"}),
     "parallel": ("gpt-tiny", {"block.parallel": True}),
     "parallel-shared-encoder-decoder": ("t5-tiny", {"block.parallel": True, "block.shared_norm": True}),
     "post-encoder-decoder": ("t5-tiny", {"block.norm_position": "post", "positional": {"type": "sinusoidal"}}),
@@ -197,11 +198,11 @@ def test_blocks_it_does_not_recognise_are_drawn_as_their_components_in_order(tmp
 @pytest.mark.parametrize("layout_name", sorted(LAYOUTS))
 def test_block_layouts_are_named_and_drawn(tmp_path, layout_name):
     texts = drawn(tmp_path, variant(layout_name))
-    words = {"sandwich": "sandwich norm", "post-encoder-decoder": "post-norm"}.get(
+    words = {"sandwich": "sandwich norm", "output": "norm on each output", "post-encoder-decoder": "post-norm"}.get(
         layout_name, "parallel attention + FFN"
     )
     assert words in texts
-    if layout_name == "sandwich":
+    if layout_name in ("sandwich", "output"):
         assert texts.count("LayerNorm (output)") == 2  # on the attention's and the FFN's outputs
     if layout_name == "post-encoder-decoder":
         assert texts.count("sinusoidal positions") == 2 and "RMSNorm (final)" not in texts

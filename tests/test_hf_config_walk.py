@@ -44,7 +44,7 @@ def test_the_readme_family_table_is_current():
     start = readme.index("<!-- family table:")
     start = readme.index("\n", start) + 1
     table = readme[start : readme.index("<!-- end of family table -->")].strip()
-    assert table == family_table(), "README's family table is stale: paste zoo.hf.family_table() into it"
+    assert table == family_table(), "README's family table is stale: run python tools/update_readme_families.py"
 
 
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))

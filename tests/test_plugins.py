@@ -158,7 +158,7 @@ def test_a_plugin_that_fails_to_import_is_reported_and_the_rest_works(installed,
     assert_builtins_work()
     # Nobody can know what a plugin that never imported would have registered: an unknown name lists it.
     assert recipe_error(attention={"type": "sliding_window", "num_heads": 4}) == (
-        "attention.type: unknown attention type 'sliding_window'; registered: gqa, mha, moa, mqa; "
+        "attention.type: unknown attention type 'sliding_window'; registered: gqa, mha, mla, moa, mqa; "
         f"plugins that failed to load: zoo-broken ({error})"
     )
 
@@ -236,7 +236,7 @@ def test_a_misspelt_hook_is_an_error_but_an_optional_one_is_not(installed):
     )
     error = (
         "implements unknown hook 'register_component'; "
-        "the hooks of plugin API 1 are: register_components, register_recipes"
+        "the hooks of plugin API 1 are: register_components, register_hf_families, register_recipes"
     )
     assert load() == [f"plugin 'zoo-typo' failed and was skipped: {error}"]
     assert info("zoo-later").ok

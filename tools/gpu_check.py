@@ -10,6 +10,9 @@
 3. Throughput: a GPT-2-small-sized decoder (124M; d_model 768, 12 layers, seq 1024) in bf16, eager and
    compiled: tokens/s and MFU against the bf16 matmul rate measured in the same run (6·N + 12·L·E·T FLOPs
    per token), plus decoding tokens/s, TTFT and TPOT at batch 1 and 16.
+4. zoo plan against the GPU: a llama-3.2-1b-sized decoder (1.24B) in bf16 at seq 2048, micro-batch 2 and 8:
+   the predicted peak of a training step vs torch.cuda.max_memory_allocated (within 10%), and the step time
+   predicted at the second batch from the MFU the first one achieved vs the measured one (informational).
 
 Exits 0 when every check passes, 1 when one fails, 2 when there is no CUDA device.
 """
@@ -163,6 +166,66 @@ def throughput(root: Path, quick: bool) -> None:
     print(f"  bf16 gpt2-small cached == recomputed over 64 tokens: {equal} (informational: bf16 may round apart)")
 
 
+def plan_checks(root: Path, quick: bool) -> None:
+    from zoo.analysis.plan import accelerators, plan
+    from zoo.recipe import load_recipe
+    from zoo.train.loop import Trainer
+
+    print("4. zoo plan vs the GPU: llama-3.2-1b-sized decoder, bf16 autocast, seq 2048, fused AdamW")
+    name = torch.cuda.get_device_name().lower()
+    known = {"h200": "h200", "h100": "h100-80gb", "a100-sxm4-40gb": "a100-40gb", "a100": "a100-80gb", "l4": "l4"}
+    gpu = next((spec for key, spec in known.items() if key in name), "h100-80gb")
+    print(f"  accelerator spec: {gpu} ({accelerators()[gpu].title})")
+    mfu = None
+    for batch in (2, 8):
+        settings = {"train.batch_size": batch, "train.seq_len": 2048, "train.precision": "bf16"}
+        recipe = load_recipe("llama-3.2-1b", **settings, **{"train.eval_interval": 0})
+        predicted = plan(recipe, gpu=gpu, gpus=1, mfu=mfu or 0.4)
+        try:
+            torch.cuda.empty_cache()
+            before = torch.cuda.memory_allocated()
+            trainer = Trainer(recipe, data=None, out=root / f"plan-{batch}", device="cuda", resume=False, callback=None)
+            trainer.train_step(1)  # the optimizer state exists from here on, as the plan assumes
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            trainer.train_step(2)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - before
+            steps = 2 if quick else 5
+            start = time.perf_counter()
+            for step in range(3, 3 + steps):
+                trainer.train_step(step)
+            torch.cuda.synchronize()
+            seconds = (time.perf_counter() - start) / steps
+            trainer.close()
+            del trainer
+        except torch.cuda.OutOfMemoryError:
+            check(
+                not predicted.fits,
+                f"batch {batch}: out of memory; the plan said it needs {predicted.memory.needed / 2**30:.2f} GiB",
+            )
+            torch.cuda.empty_cache()
+            continue
+        m = predicted.memory
+        check(
+            abs(m.peak / peak - 1) < 0.10,
+            f"batch {batch}: predicted peak {m.peak / 2**30:.2f} GiB (weights {m.weights / 2**30:.2f}, optimizer "
+            f"{m.optimizer / 2**30:.2f}, gradients {m.gradients / 2**30:.2f}, activations "
+            f"{(m.activations + m.casts + m.temporaries) / 2**30:.2f}) vs max_memory_allocated {peak / 2**30:.2f} GiB",
+        )
+        achieved = (predicted.time.flops + predicted.time.recompute_flops) / seconds / predicted.accelerator.flops
+        if mfu is None:
+            print(f"  batch {batch}: step {seconds * 1e3:.0f} ms, MFU achieved {achieved:.1%} of the spec's peak")
+            mfu = min(1.0, max(achieved, 1e-3))
+        else:
+            print(
+                f"  batch {batch}: step predicted {predicted.time.step_s * 1e3:.0f} ms at the MFU of batch 2 "
+                f"({mfu:.1%}) vs measured {seconds * 1e3:.0f} ms ({predicted.time.step_s / seconds - 1:+.1%}); "
+                f"MFU here {achieved:.1%} (informational)"
+            )
+        torch.cuda.empty_cache()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (about two minutes on an H100/H200)")
@@ -176,6 +239,10 @@ def main() -> int:
         generation_checks()
         training_checks(Path(tmp), args.quick)
         throughput(Path(tmp), args.quick)
+        try:
+            plan_checks(Path(tmp), args.quick)
+        except Exception as exc:  # noqa: BLE001 - a failing section is reported, the script goes on
+            check(False, f"zoo plan section: {type(exc).__name__}: {exc}")
     verdict = "all checks passed" if not FAILURES else f"{len(FAILURES)} FAILED: " + "; ".join(FAILURES)
     print(f"{verdict} ({time.perf_counter() - start:.0f} s)")
     return 1 if FAILURES else 0

@@ -2,6 +2,8 @@
 
 A layer creates its own cache with ``attention.new_cache(batch_size, max_len)``; the generator holds
 the caches and hands each back to its layer on every step. Caches are for inference (``torch.no_grad``).
+``KVCache`` holds every position; ``RollingKVCache`` only the last ``window`` (sliding-window attention);
+``CrossKVCache`` the encoder's keys and values.
 """
 
 from __future__ import annotations
@@ -75,6 +77,96 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         """Bytes allocated by the buffers (0 before the first update)."""
+        if self.k is None or self.v is None:
+            return 0
+        return self.k.nbytes + self.v.nbytes
+
+
+class RollingKVCache:
+    """Keys and values of the last ``window`` positions only, in a ring buffer (Mistral's rolling cache).
+
+    The sequence index ``i`` is kept in slot ``i % capacity``, overwriting the key that just left the
+    window, so memory is ``capacity = min(window, max_len)`` slots however long decoding runs. ``update``
+    returns the held keys followed by the new ones, with the sequence index of each: the windows of the
+    first new queries reach back into the held keys, and the attention masks by index, not by slot: after
+    ``update``, ``index`` holds the sequence indices of the keys it returned and ``positions`` their
+    positions (zoo's KV-cache interface).
+
+    Args:
+        window: keys each query sees (the attention's window).
+        max_len: the most positions this cache will see, or None for no limit. Only when it is smaller
+            than the window does it bound anything (the buffer, and then the positions accepted).
+    """
+
+    def __init__(self, window: int, max_len: int | None = None) -> None:
+        if window < 1:
+            raise ValueError(f"window ({window}) must be >= 1")
+        self.window = window
+        self.max_len = max_len
+        self.capacity = window if max_len is None else min(window, max_len)
+        self.length = 0
+        """Positions seen so far (a Python int): the sequence index of the next one."""
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        self.pos: torch.Tensor | None = None
+        """(N, capacity) positions of the held keys, slot by slot (left padding makes them differ from indices)."""
+        self.positions: torch.Tensor | None = None
+        """(N, S) positions of the keys the last ``update`` returned."""
+        self.index: torch.Tensor | None = None
+        """(S,) sequence indices of the keys the last ``update`` returned."""
+
+    @property
+    def held(self) -> int:
+        """How many positions the buffer holds now: the last ``held`` of the ``length`` seen."""
+        return min(self.length, self.capacity)
+
+    def held_index(self, device: torch.device | None = None) -> torch.Tensor:
+        """``(held,)`` sequence index of the key in each filled slot (slot order, not time order)."""
+        slots = torch.arange(self.held, device=device)
+        # The newest index i < length with i % capacity == slot.
+        return slots + self.capacity * ((self.length - 1 - slots) // self.capacity)
+
+    def update(
+        self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``(N, Hkv, L, D)`` keys and values at ``positions`` (N|1, L; default their indices); return the
+        held ones then the new ones, ``(N, Hkv, S, D)`` each, ``S = held + L``; ``index`` and ``positions`` then
+        hold their sequence indices ``(S,)`` and positions ``(N, S)``. Only the last ``capacity`` are kept."""
+        start, new = self.length, k.size(2)
+        end = start + new
+        if self.capacity < self.window and end > self.capacity:
+            raise ValueError(
+                f"rolling cache full: {start} positions cached, {new} more do not fit (max_len {self.max_len})"
+            )
+        n = k.size(0)
+        if self.k is None or self.v is None or self.pos is None:
+            _, h, _, d = k.shape
+            self.k = k.new_empty(n, h, self.capacity, d)
+            self.v = v.new_empty(n, h, self.capacity, v.size(-1))
+            self.pos = torch.zeros(n, self.capacity, dtype=torch.long, device=k.device)
+        held = self.held
+        if positions is None:
+            positions = torch.arange(start, end, device=k.device)[None]
+        positions = positions.expand(n, -1)  # (N, L)
+        self.positions = torch.cat([self.pos[:, :held], positions], dim=1)  # (N, S)
+        self.index = index = torch.cat([self.held_index(k.device), torch.arange(start, end, device=k.device)])
+        keys = torch.cat([self.k[:, :, :held], k], dim=2)  # (N, Hkv, S, D): a copy, so overwriting is safe
+        values = torch.cat([self.v[:, :, :held], v], dim=2)
+        kept = min(new, self.capacity)
+        slots = index[index.numel() - kept :] % self.capacity
+        self.k.index_copy_(2, slots, k[:, :, new - kept :])
+        self.v.index_copy_(2, slots, v[:, :, new - kept :])
+        self.pos.index_copy_(1, slots, positions[:, new - kept :])
+        self.length = end
+        return keys, values
+
+    def reset(self) -> None:
+        """Forget the cached positions; the buffers are kept for the next sequence."""
+        self.length = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated by the buffers (0 before the first update); independent of ``length``."""
         if self.k is None or self.v is None:
             return 0
         return self.k.nbytes + self.v.nbytes

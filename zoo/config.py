@@ -170,12 +170,15 @@ class BuildContext:
     pad_token_id: int | None = None
     init_std: float = 0.02
     """Std of the recipe's normal init, for components whose ``reset_parameters`` follows it."""
+    positional: str | None = None
+    """The type of the stack's positional encoding (``rope``) where known, for ``check``; never a factory
+    argument."""
 
     def as_kwargs(self, names: frozenset[str]) -> dict[str, Any]:
-        fields = self.__dataclass_fields__
+        fields = [k for k in self.__dataclass_fields__ if k not in ("d_model", "positional")]
         if "**" in names:
-            return {k: getattr(self, k) for k in fields if k != "d_model"}
-        return {k: getattr(self, k) for k in names if k in fields and k != "d_model"}
+            return {k: getattr(self, k) for k in fields}
+        return {k: getattr(self, k) for k in names if k in fields}
 
 
 def spec_fields(config: type[BaseModel]) -> dict[str, str]:

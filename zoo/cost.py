@@ -42,6 +42,9 @@ class Cost:
     """H·D of an attention: scores (QK^T) and their use (AV) cost 2·2·L·H·D FLOPs per token at length L."""
     kv_width: int = 0
     """Hkv·D of an attention: the keys (and as many values) a KV cache stores per token."""
+    cache_width: int | None = None
+    """Elements per token the decoding cache stores where that is not ``2 · kv_width`` (keys and values):
+    multi-head latent attention caches its kv latent and one rotary key, ``kv_lora_rank + qk_rope_head_dim``."""
     window: int | None = None
     """An attention whose queries see at most this many keys (sliding window): caps the L term and the cache."""
     state: int = 0
@@ -50,6 +53,11 @@ class Cost:
     """Activation elements per token this component keeps for the backward pass."""
     per_sequence: bool = False
     """The component runs once per sequence (a classifier on the CLS vector), not once per token."""
+
+    @property
+    def cached_per_token(self) -> int:
+        """Elements per token the decoding cache of this component stores."""
+        return 2 * self.kv_width if self.cache_width is None else self.cache_width
 
     @property
     def active_params(self) -> int:

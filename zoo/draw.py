@@ -56,7 +56,7 @@ class Unit:
     norm: Label | None = None
     """Before the sub-layer (pre, sandwich, parallel) or after the residual add (post)."""
     post_norm: Label | None = None
-    """sandwich: on the sub-layer's output, before the add."""
+    """sandwich, output: on the sub-layer's output, before the add."""
     cross: bool = False
     """It attends over the encoder output."""
 
@@ -322,7 +322,8 @@ def _embedding_label(entry: tuple[str, Any], model: Any, sharers: list[str]) -> 
     path, m = entry
     cfg, ctx, E = m.config, m.ctx, m.ctx.d_model
     if m.name == "token":
-        lines = [f"{ctx.vocab_size} × {E}"]
+        proj = getattr(cfg, "proj_dim", None)
+        lines = [f"{ctx.vocab_size} × {E}" if proj is None else f"{ctx.vocab_size} × {proj}, linear {proj} → {E}"]
         if ctx.type_vocab_size:
             lines.append(f"+ segment embedding {ctx.type_vocab_size} × {E}")
         if cfg.scale:
@@ -423,7 +424,8 @@ def _head_label(m: Any) -> tuple[Label, str | None]:
     tied = getattr(cfg, "tie_embeddings", None)
     tie = "tied to the token embedding" if tied else "untied"
     if m.name == "lm":
-        lines = [f"linear {E} → {ctx.vocab_size}", tie]
+        proj = getattr(cfg, "proj_dim", None)
+        lines = [f"linear {E} → {ctx.vocab_size}" if proj is None else f"linear {E} → {proj} → {ctx.vocab_size}", tie]
         if cfg.rescale:
             lines.append("input scaled by 1/√d_model")
         return Label("head", "LM head · lm", lines), "next-token logits" if ctx.causal else "token logits"
@@ -680,6 +682,7 @@ LAYOUT_WORDS = {
     "pre": "pre-norm",
     "post": "post-norm",
     "sandwich": "sandwich norm",
+    "output": "norm on each output",
     "parallel": "parallel attention + FFN",
     "chain": "components in order",
 }

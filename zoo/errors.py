@@ -94,3 +94,9 @@ class ArgumentError(ZooError, ValueError):
 class PredictError(ZooError, ValueError):
     """``zoo predict`` cannot label these inputs with this model: a model that generates instead, an input
     without a mask, an unreadable image, no tokenizer. The message names the input or folder and the fix."""
+
+
+class PlanError(ZooError, ValueError):
+    """``zoo plan`` cannot answer: an unknown accelerator (the known ones are listed), zero devices, a batch
+    that does not split over them, or a model whose training step does not fit even at micro-batch 1 (with
+    what the memory went to and what would make it fit)."""

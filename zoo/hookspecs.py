@@ -69,3 +69,22 @@ def register_recipes() -> list[str | Path]:
     A recipe is named by its file stem (``mistral-tiny.yaml`` is ``zoo.build("mistral-tiny")``); the first
     plugin to ship a name keeps it, exactly as for components.
     """
+
+
+@hookspec
+def register_hf_families() -> list[Any]:
+    """Return ``zoo.hf.mapping.Family`` objects: Hugging Face model families this plugin imports and exports.
+
+    Added in plugin API 1 (zoo 0.1); a zoo without it reports such a plugin as implementing an unknown hook.
+    A family is the same data a built-in ``zoo/hf/<family>.py`` defines (its ``model_type``, HF classes,
+    config options, weight table, recipe and config translations); its components must be registered too,
+    by this plugin's ``register_components`` or any other. ``zoo.hf.families()`` (what ``from_hf``, ``zoo
+    import`` and ``zoo export`` read) holds the built-in families first, then the plugins' in load order.
+    A ``model_type`` already imported by a built-in family or another plugin makes the plugin fail, as a
+    taken component name does::
+
+        @zoo.hookimpl
+        def register_hf_families():
+            from .hf import MAMBA
+            return [MAMBA]
+    """

@@ -36,6 +36,7 @@ __all__ = [
     "explain_unknown",
     "failures",
     "get_registry",
+    "hf_families",
     "load_plugins",
     "plugins",
     "recipe_files",
@@ -53,6 +54,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.components.embedding",
     "zoo.components.positional",
     "zoo.components.attention",
+    "zoo.components.mla",
     "zoo.components.norm",
     "zoo.components.ffn",
     "zoo.components.moe",
@@ -84,6 +86,8 @@ class PluginInfo:
     """Component names by kind, in registration order (empty when the plugin failed)."""
     recipes: list[str] = field(default_factory=list)
     """Names of the recipes it ships."""
+    hf_families: list[str] = field(default_factory=list)
+    """``model_type`` of each Hugging Face family it imports (``register_hf_families``)."""
     provides: dict[str, list[str]] = field(default_factory=dict)
     """For a failed plugin: the components it would have registered, as far as they can be known."""
     error: str | None = None
@@ -103,6 +107,7 @@ _registry: Registry | None = None
 _plugins: dict[str, PluginInfo] = {}
 _recipes: dict[str, tuple[str, Path]] = {}  # recipe name -> (plugin, the file or directory that ships it)
 _recipe_paths: list[tuple[str, Path]] = []  # (plugin, file or directory), in registration order
+_hf_families: dict[str, tuple[str, Any]] = {}  # HF model_type -> (plugin, zoo.hf.mapping.Family)
 
 
 def _normalise(name: str) -> str:
@@ -231,6 +236,41 @@ def _run_hooks(registry: Registry, info: PluginInfo, plugin: Any, attempted: dic
                 _not_an_interrupt(exc)
                 raise PluginError(f"register_recipes raised {_exception(exc)}") from exc
             _add_recipes(info, shipped)
+    for impl in pm.hook.register_hf_families.get_hookimpls():
+        if impl.plugin is plugin:
+            try:
+                families = list(impl.function() or [])
+            except BaseException as exc:
+                _not_an_interrupt(exc)
+                raise PluginError(f"register_hf_families raised {_exception(exc)}") from exc
+            _add_hf_families(info, families)
+
+
+def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
+    from .hf import FAMILIES  # the built-in families (zoo.hf imports no plugin)
+    from .hf.mapping import Family
+
+    found: dict[str, Any] = {}
+    for family in families:
+        if not isinstance(family, Family):
+            raise PluginError(f"register_hf_families returned {family!r}, not a zoo.hf.mapping.Family")
+        model_type = family.model_type
+        owner = "zoo (built-in)" if model_type in FAMILIES else _hf_families.get(model_type, (None,))[0]
+        if owner is not None or model_type in found:
+            raise PluginError(
+                f"Hugging Face model_type '{model_type}' is imported twice: by {owner or info.name} and by plugin "
+                f"'{info.name}'"
+            )
+        found[model_type] = family
+    for model_type, family in found.items():
+        _hf_families[model_type] = (info.name, family)
+        info.hf_families.append(model_type)
+
+
+def hf_families() -> dict[str, Any]:
+    """HF ``model_type`` -> ``zoo.hf.mapping.Family`` registered by plugins (``register_hf_families``)."""
+    load_plugins()
+    return {model_type: family for model_type, (_, family) in _hf_families.items()}
 
 
 def _add_recipes(info: PluginInfo, shipped: list[Path]) -> None:
@@ -256,6 +296,8 @@ def _forget(registry: Registry, name: str) -> None:
     registry.remove_plugin(name)
     for recipe in [r for r, (owner, _) in _recipes.items() if owner == name]:
         del _recipes[recipe]
+    for model_type in [t for t, (owner, _) in _hf_families.items() if owner == name]:
+        del _hf_families[model_type]
     _recipe_paths[:] = [(owner, p) for owner, p in _recipe_paths if owner != name]
     if pm.has_plugin(name):
         pm.unregister(name=name)
@@ -287,6 +329,7 @@ def _register_one(registry: Registry, info: PluginInfo, plugin: Any) -> None:
             raise  # a broken built-in is a zoo bug, not something to work around
         _forget(registry, info.name)
         info.recipes.clear()
+        info.hf_families.clear()
         info.provides = _probe(plugin) or attempted
         _fail(info, str(exc) if isinstance(exc, PluginError) else _exception(exc), exc)
         return
@@ -303,6 +346,7 @@ def load_plugins() -> Registry:
     _plugins.clear()
     _recipes.clear()
     _recipe_paths.clear()
+    _hf_families.clear()
     # Published before the plugins run, so a hook that looks something up sees the registry being filled.
     registry = _registry = Registry()
     try:
@@ -409,3 +453,4 @@ def reset() -> None:
     _plugins.clear()
     _recipes.clear()
     _recipe_paths.clear()
+    _hf_families.clear()

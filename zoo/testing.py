@@ -10,7 +10,8 @@ A plugin package checks its components with three lines in its tests::
 Each *case* is one registered component with one of its config's ``examples`` (or one block layout of
 ``BlockConfig.examples``), placed into the tiny recipe of every architecture that accepts it (each
 architecture config lists its tiny recipes in ``examples``; a combination that its validation refuses
-is not a case). For every case the suite checks:
+is not a case; an attention-kind mixer that refuses the recipe's positional encoding but takes none, such as
+RWKV or Mamba, is placed with ``positional: none``). For every case the suite checks:
 
 - forward: finite outputs of the family's shape, and a backward pass that gives finite gradients;
 - causality (causal stacks): a later token changes no earlier output;
@@ -107,6 +108,24 @@ def _tiny_recipes() -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def _unpositioned(kind: str, name: str, recipe: dict[str, Any]) -> bool:
+    """True when an attention-kind mixer takes no positional encoding of the style ``recipe`` has, but takes
+    none at all (RWKV, Mamba: positions are in the recurrence): it is placed with ``positional: none``."""
+    from zoo.plugins import get_registry
+
+    if kind != "attention" or "positional" not in recipe:
+        return False
+    registry = get_registry()
+    styles = registry.get(kind, name).config.positional_styles
+    positional = recipe["positional"]
+    positional = positional if isinstance(positional, str) else positional.get("type", "")
+    try:
+        style = registry.get("positional", positional).config.style
+    except Exception:  # noqa: BLE001 - an unknown type: leave the recipe as it is, its validation says why
+        return False
+    return style not in styles and "none" in styles
+
+
 def _placements(kind: str, name: str, options: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
     spec = {"type": name, **options}
     for arch, base in _tiny_recipes():
@@ -115,6 +134,8 @@ def _placements(kind: str, name: str, options: dict[str, Any]) -> Iterable[tuple
             recipe["block"] = dict(options)
         else:
             recipe[kind] = spec
+            if _unpositioned(kind, name, recipe):
+                recipe["positional"] = "none"
         yield arch, recipe
 
 

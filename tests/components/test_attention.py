@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pydantic
 import pytest
 import torch
 import torch.nn.functional as F
 
-from zoo.cache import CrossKVCache, KVCache
+from zoo.cache import CrossKVCache, KVCache, RollingKVCache
 from zoo.components.attention import (
     GQAConfig,
     GroupedQueryAttention,
@@ -21,6 +22,7 @@ from zoo.components.attention import (
     MultiQueryAttention,
     attend,
     causal_mask,
+    sliding_window_mask,
 )
 from zoo.config import BuildContext
 
@@ -445,3 +447,159 @@ class TestQueryKeyNorm:
         assert zoo.count_parameters(model) - zoo.count_parameters(plain) == len(model.blocks) * 2 * D
         assert compare_counts(parameter_breakdown(model), analytic_parameters(model)) == []
         assert model.zoo_components["blocks.0.attention.q_norm"].nested
+
+
+def _model(**overrides):
+    import zoo
+
+    torch.manual_seed(0)
+    return zoo.build("llama-tiny", **overrides).eval()
+
+
+def _decode_in_steps(model, x, mask=None, positions=None):
+    """Logits of ``x`` decoded with a cache: a prefill of 5, a chunk of 3, then one token at a time."""
+    cache = model.new_cache(batch_size=x.size(0), max_len=x.size(1))
+    steps, start = [], 0
+    for end in [5, 8, *range(9, x.size(1) + 1)]:
+        kw = {"cache": cache}
+        if mask is not None:
+            kw |= {"attention_mask": mask[:, :end], "positions": positions[:, start:end]}
+        steps.append(model(x[:, start:end], **kw).logits)
+        start = end
+    return torch.cat(steps, dim=1), cache
+
+
+class TestSlidingWindow:
+    """``window``: each query sees the ``window`` most recent keys (Mistral / Hugging Face), a rolling cache."""
+
+    def test_mask_is_hugging_faces_sliding_window(self):
+        from transformers.masking_utils import sliding_window_causal_mask_function
+
+        index = torch.arange(12)
+        for window in (1, 3, 4, 12):
+            hf = sliding_window_causal_mask_function(window)
+            expected = hf(torch.tensor(0), torch.tensor(0), index[:, None], index[None, :])  # (L, S)
+            mine = sliding_window_mask(index, index, window) & causal_mask(12, 12)
+            assert torch.equal(mine, expected), window
+        assert sliding_window_mask(index, index, 3)[5].nonzero().flatten().tolist() == [3, 4, 5]
+
+    @pytest.mark.parametrize("name", ["mha", "gqa", "mqa"])
+    @torch.no_grad()
+    def test_each_query_equals_full_attention_over_its_last_window_keys(self, name):
+        from zoo.components.positional import RotaryEmbedding
+
+        window = 3
+        local, full = make(name, causal=True, window=window), make(name, causal=True)
+        assert local.window == window and "window=3" in repr(local)
+        rope = RotaryEmbedding(E, head_dim=4)
+        x = torch.randn(2, 9, E)
+        out = local(x, pos=rope)
+        for i in range(9):
+            lo = max(0, i - window + 1)
+            ref = full(x[:, lo : i + 1], pos=rope, positions=torch.arange(lo, i + 1)[None])[:, -1]
+            torch.testing.assert_close(out[:, i], ref, rtol=0, atol=1e-5)
+
+    @torch.no_grad()
+    def test_window_covering_the_sequence_is_full_attention(self):
+        x = torch.randn(2, 7, E)
+        torch.testing.assert_close(make("gqa", causal=True, window=7)(x), make("gqa", causal=True)(x))
+
+    @torch.no_grad()
+    def test_cross_attention_has_no_window(self):
+        attn = make("gqa", cross=True, window=2)
+        assert attn.window is None and isinstance(attn.new_cache(1, 8), CrossKVCache)
+
+    def test_window_below_one_is_refused(self):
+        with pytest.raises(ValueError, match=r"window \(0\) must be >= 1"):
+            GroupedQueryAttention(E, num_heads=4, window=0)
+        with pytest.raises(pydantic.ValidationError, match="greater than or equal to 1"):
+            GQAConfig(num_heads=4, num_kv_heads=2, window=0)
+
+    @pytest.mark.parametrize("padded", [False, True])
+    @torch.no_grad()
+    def test_cached_decoding_equals_recomputation_with_a_window_shorter_than_the_sequence(self, padded):
+        model = _model(**{"attention.window": 4})
+        x = torch.randint(0, 256, (2, 14), generator=torch.Generator().manual_seed(0))
+        mask = positions = None
+        if padded:
+            mask = torch.ones(2, 14, dtype=torch.bool)
+            mask[0, :3] = False  # a shorter prompt, left-padded: the window counts sequence indices
+            positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        full = model(x, attention_mask=mask, positions=positions).logits
+        got, cache = _decode_in_steps(model, x, mask, positions)
+        rows = slice(3, None) if padded else slice(None)
+        torch.testing.assert_close(got[0, rows], full[0, rows], rtol=0, atol=1e-5)
+        torch.testing.assert_close(got[1], full[1], rtol=0, atol=1e-5)
+        assert all(isinstance(c, RollingKVCache) and c.held == 4 for c in cache.layers)
+        assert not torch.allclose(full, _model()(x, attention_mask=mask, positions=positions).logits)
+
+    @torch.no_grad()
+    def test_cache_bytes_are_bounded_by_the_window(self):
+        model = _model(**{"attention.window": 4, "max_len": 64})
+        x = torch.randint(0, 256, (1, 64))
+        cache = model.new_cache(batch_size=1, max_len=64)
+        model(x[:, :8], cache=cache)
+        at_8 = cache.nbytes
+        for t in range(8, 64):
+            model(x[:, t : t + 1], cache=cache)
+        # two layers of K and V, each (N=1, Hkv=2, W=4, D=16) float32
+        assert cache.nbytes == at_8 == 2 * 2 * (2 * 4 * 16 * 4)
+
+    def test_cost_caps_the_cache_and_the_attention_flops_at_the_window(self):
+        from zoo import load_recipe
+        from zoo.analysis import summarize
+
+        ctx = BuildContext(d_model=E)
+        assert GQAConfig(num_heads=4, num_kv_heads=2, window=4).cost(ctx).window == 4
+        assert GQAConfig(num_heads=4, num_kv_heads=2, window=4).cost(replace(ctx, cross=True)).window is None
+        assert GQAConfig(num_heads=4, num_kv_heads=2).cost(ctx).window is None
+        full = summarize(load_recipe("llama-tiny"), torchinfo=False, seq_len=128)
+        local = summarize(load_recipe("llama-tiny", **{"attention.window": 16}), torchinfo=False, seq_len=128)
+        assert local.memory.kv_bytes_at_max_len * 8 == full.memory.kv_bytes_at_max_len  # 16 of 128 tokens
+        assert local.flops.attention_per_token < full.flops.attention_per_token
+        assert local.flops.matmul_per_token == full.flops.matmul_per_token
+
+
+class TestOwnRotary:
+    """``rotary``: a layer rotates q/k with its own rotary encoding (Gemma 3 local layers), not the stack's."""
+
+    @staticmethod
+    def with_rotary(theta: float, select: int | str = 1, **recipe):
+        attention = {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "bias": False}
+        rotary = {"type": "rope", "theta": theta}
+        return _model(layers=[{"select": select, "attention": {**attention, "rotary": rotary}}], **recipe)
+
+    @torch.no_grad()
+    def test_the_stacks_own_rotary_gives_identical_outputs(self):
+        x = torch.randint(0, 256, (2, 12))
+        plain, same = _model(), self.with_rotary(10000.0)
+        assert same.blocks[1].attention.rotary is not None and plain.blocks[1].attention.rotary is None
+        assert same.state_dict().keys() == plain.state_dict().keys()
+        same.load_state_dict(plain.state_dict())
+        assert torch.equal(same(x).logits, plain(x).logits)
+
+    @torch.no_grad()
+    def test_another_theta_changes_the_outputs_and_decodes_like_recomputation(self):
+        x = torch.randint(0, 256, (2, 12))
+        plain, other = _model(), self.with_rotary(100.0, select=0, **{"attention.window": 4})
+        other.load_state_dict(plain.state_dict())
+        assert other.blocks[0].attention.rotary.theta == 100.0 and other.blocks[1].attention.rotary is None
+        full = other(x).logits
+        assert not torch.allclose(full, plain(x).logits, atol=1e-3)
+        got, _ = _decode_in_steps(other, x)
+        torch.testing.assert_close(got, full, rtol=0, atol=1e-5)
+
+    @pytest.mark.filterwarnings("ignore:positional:zoo.errors.RecipeWarning")  # rope -> alibi drops theta
+    def test_a_stack_that_does_not_rotate_or_an_encoding_that_does_not_is_refused(self):
+        import zoo
+
+        attention = {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "rotary": {"type": "rope"}}
+        stack = r"rotary replaces the stack's rope in this layer, but the stack's positional is 'alibi'"
+        with pytest.raises(zoo.RecipeError, match=stack):
+            zoo.load_recipe("llama-tiny", positional={"type": "alibi"}, attention=attention)
+        biased = r"rotary: positional 'alibi' does not rotate queries and keys"
+        with pytest.raises(zoo.RecipeError, match=biased):
+            zoo.load_recipe("llama-tiny", attention={**attention, "rotary": {"type": "alibi"}})
+        odd = r"rotary: rope rotates 5 of 16 head dims"
+        with pytest.raises(zoo.RecipeError, match=odd):
+            zoo.load_recipe("llama-tiny", attention={**attention, "rotary": {"type": "rope", "rotary_fraction": 0.3}})

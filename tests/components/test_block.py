@@ -49,6 +49,36 @@ def test_sandwich_normalises_each_sublayer_output_too():
     torch.testing.assert_close(block(norm_position="sandwich")(x), h + 7 * (13 * (5 * h)))
 
 
+def test_output_normalises_each_sublayer_output_and_not_its_input():
+    # OLMo 2: x + n(f(x)). Norm order of construction: attention_post 2, ffn_post 3.
+    x = torch.randn(2, 3, E)
+    h = x + 2 * (11 * x)
+    torch.testing.assert_close(block(norm_position="output")(x), h + 3 * (13 * h))
+
+
+def test_output_has_one_norm_per_sublayer_as_many_parameters_as_pre():
+    pre = zoo.build("gpt-tiny")
+    out = zoo.build("gpt-tiny", block={"norm_position": "output"})
+    b = out.blocks[0]
+    assert b.attention_norm is None and b.ffn_norm is None
+    assert b.attention_post_norm is not None and b.ffn_post_norm is not None
+    assert zoo.count_parameters(out) == zoo.count_parameters(pre)
+    assert out.recipe.block.pre_norm  # the stream is never normalised in a block: the stack ends with a norm
+    assert isinstance(out.embed_norm, nn.Identity) and not isinstance(out.final_norm, nn.Identity)
+
+
+@torch.no_grad()
+def test_output_block_equals_a_hand_written_one():
+    torch.manual_seed(0)
+    model = zoo.build("llama-tiny", block={"norm_position": "output"}).eval()
+    b = model.blocks[0]
+    x = torch.randn(2, 5, 64)
+    positions = torch.arange(5)[None]
+    h = x + b.attention_post_norm(b.attention(x, positions=positions, pos=model.positional))
+    expected = h + b.ffn_post_norm(b.ffn(h))
+    torch.testing.assert_close(b(x, positions=positions, pos=model.positional), expected, rtol=0, atol=0)
+
+
 def test_shared_norm_has_no_ffn_norm_and_fewer_parameters():
     two = zoo.build("gpt-tiny", block={"parallel": True})
     one = zoo.build("gpt-tiny", block={"parallel": True, "shared_norm": True})
@@ -74,6 +104,10 @@ def test_parallel_decoder_decodes_through_its_cache():
             "a parallel block normalises its input (pre-norm), not norm_position post",
         ),
         ({"shared_norm": True}, "shared_norm needs parallel: true (a sequential block normalises each input anew)"),
+        (
+            {"parallel": True, "norm_position": "output"},
+            "a parallel block normalises its input (pre-norm), not norm_position output",
+        ),
     ],
 )
 def test_layouts_without_a_formula_are_refused(block_options, message):

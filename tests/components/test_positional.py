@@ -77,6 +77,18 @@ class TestLearnedEncoding:
         per_row = pe.embed(torch.zeros(2, 2, 6), torch.tensor([[0, 1], [14, 15]]))
         assert torch.equal(per_row[1], pe.embedding.weight[14:16].detach())
 
+    def test_a_row_offset_adds_rows_and_shifts_every_position(self):
+        # OPT: max_len + 2 rows, position p reads row p + 2 (rows 0 and 1 are never read).
+        torch.manual_seed(0)
+        pe = P.LearnedEncoding(6, max_len=16, offset=2)
+        assert pe.embedding.weight.shape == (18, 6)
+        out = pe.embed(torch.zeros(2, 3, 6), torch.tensor([[0, 1, 2], [13, 14, 15]]))
+        assert torch.equal(out[0], pe.embedding.weight[2:5].detach())
+        assert torch.equal(out[1], pe.embedding.weight[15:18].detach())
+        ctx = BuildContext(d_model=6, max_len=16)
+        assert P.LearnedConfig(offset=2).cost(ctx).params == _n_params(pe) == 18 * 6
+        assert P.LearnedConfig().cost(ctx).params == 16 * 6
+
     def test_is_bounded_by_max_len(self):
         assert P.LearnedConfig.bounded_by_max_len and not P.RopeConfig.bounded_by_max_len
         assert P.LearnedConfig().check(BuildContext(d_model=4, max_len=0)) == [

@@ -141,8 +141,36 @@ def layer_table(
             note = f"torchinfo ran without a forward pass: {failed}"
         finally:
             hook.remove()
-    stats = torchinfo.summary(model, depth=depth, device=device, verbose=0)
+    many = sum(1 for _ in model.modules()) > STATIC_MODULE_LIMIT
+    stats = torchinfo.summary(_cut(model, depth) if many else model, depth=depth, device=device, verbose=0)
     return LayerTable(_fitted(stats, width), stats.total_params, "none", note)
+
+
+STATIC_MODULE_LIMIT = 5_000
+"""Above this many modules the parameters-only table is drawn from a stand-in cut at the table's depth (``_cut``):
+torchinfo visits every module, in time quadratic in their number (DeepSeek-V3's 90,000 would take minutes)."""
+
+_STAND_INS: dict[str, type[nn.Module]] = {}
+
+
+def _cut(module: nn.Module, depth: int) -> nn.Module:
+    """A stand-in of ``module`` for torchinfo's parameters-only table: modules of the same class names and child
+    names down to ``depth``; there, each holds its subtree's parameters as meta tensors of as many elements
+    (trainable and frozen apart), so every row and total of the table is the same."""
+    cls = _STAND_INS.setdefault(type(module).__name__, type(type(module).__name__, (nn.Module,), {}))
+    stand_in = cls()
+    if depth <= 0:
+        params = list(module.parameters())
+        for name, trainable in (("trainable", True), ("frozen", False)):
+            n = sum(p.numel() for p in params if p.requires_grad == trainable)
+            if n:
+                stand_in.register_parameter(name, nn.Parameter(torch.empty(n, device="meta"), trainable))
+        return stand_in
+    for name, p in module.named_parameters(recurse=False):
+        stand_in.register_parameter(name, nn.Parameter(torch.empty(p.shape, device="meta"), p.requires_grad))
+    for name, child in module.named_children():
+        stand_in.add_module(name, _cut(child, depth - 1))
+    return stand_in
 
 
 def _fitted(stats, width: int | None) -> str:

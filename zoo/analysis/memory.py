@@ -106,9 +106,9 @@ def memory_estimate(
     def kv_bytes(length: int) -> int | None:
         if not cached:
             return None
-        return sum(2 * p.cost.kv_width * KV_BYTES * min(length, p.cost.window or length) for p in cached)
+        return sum(p.cost.cached_per_token * KV_BYTES * min(length, p.cost.window or length) for p in cached)
 
-    cross = [2 * p.cost.kv_width * KV_BYTES for p in plan if p.cross]
+    cross = [p.cost.cached_per_token * KV_BYTES for p in plan if p.cross]
     state = sum(p.cost.state * KV_BYTES for p in cached)
     acts_per_token = sum(p.cost.acts for p in plan if not p.cost.per_sequence)
     return MemoryEstimate(

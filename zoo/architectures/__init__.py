@@ -58,7 +58,16 @@ class ArchitectureConfig(ComponentConfig):
     while they hold their default, so a decoder's recipe does not speak of image channels."""
 
     def derive(self, data: dict[str, Any]) -> None:
-        """Fill recipe fields that follow from others (before validation)."""
+        """Fill recipe fields that follow from others (before validation). Here: a tied lm head multiplies by
+        the token table, so it projects to the table's width, ``embedding.proj_dim`` (OPT-350m), unless the
+        recipe gives ``head.proj_dim`` itself (``check_recipe`` refuses one that differs)."""
+        embedding, head = data.get("embedding"), data.get("head")
+        proj_dim = embedding.get("proj_dim") if isinstance(embedding, dict) else None
+        head = {"type": head} if isinstance(head, str) else head
+        if proj_dim is None or not isinstance(head, dict) or head.get("type") != "lm" or "proj_dim" in head:
+            return
+        if head.get("tie_embeddings", True) is True:
+            data["head"] = {**head, "proj_dim": proj_dim}
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = [
@@ -77,6 +86,18 @@ class ArchitectureConfig(ComponentConfig):
             )
         elif getattr(recipe.head, "tie_embeddings", False) and not embeds_tokens:
             errors.append(("head.tie_embeddings", "a tied head shares the token table, and this embedding has none"))
+        elif getattr(recipe.head, "tie_embeddings", False):
+            table = getattr(recipe.embedding, "proj_dim", None) or recipe.d_model
+            width = getattr(recipe.head, "proj_dim", None) or recipe.d_model
+            if table != width:
+                errors.append(
+                    (
+                        "head.proj_dim",
+                        f"a tied head's output matrix is the token table, {table} wide (embedding.proj_dim, else "
+                        f"d_model), but the head projects to {width}: give both the same proj_dim, or set "
+                        "head.tie_embeddings: false",
+                    )
+                )
         return errors
 
 

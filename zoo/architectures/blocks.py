@@ -7,12 +7,14 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from zoo.checkpoint import Pretrained
 from zoo.components.attention import causal_mask
 from zoo.components.block import Block
 
 __all__ = [
+    "CHECKPOINTING",
     "Block",
     "HeadedStack",
     "ModelCache",
@@ -21,8 +23,15 @@ __all__ = [
     "build_mask",
     "collect_aux_losses",
     "head_losses",
+    "set_activation_checkpointing",
+    "stacks",
     "tie",
 ]
+
+CHECKPOINTING = ("none", "every", "every_k", "attention")
+"""Activation checkpointing: none; every block; every k-th block (0, k, 2k...); attention only (selective)."""
+CHECKPOINT_FLAG = "checkpoint_activations"
+"""A block with this attribute True keeps only its input in the forward and recomputes itself in the backward."""
 
 
 @dataclass
@@ -104,9 +113,9 @@ class TransformerStack(nn.Module):
     ) -> torch.Tensor:
         """Embedded input (N, L, E) -> hidden states (N, L, E)."""
         x = self.embed_dropout(self.embed_norm(self.positional.embed(x, positions)))
+        recompute = self.training and torch.is_grad_enabled() and caches is None and cross_caches is None
         for i, block in enumerate(self.blocks):
-            x = block(
-                x,
+            kwargs = dict(
                 mask=mask,
                 positions=positions,
                 pos=self.positional,
@@ -115,10 +124,14 @@ class TransformerStack(nn.Module):
                 context_mask=context_mask,
                 cross_cache=cross_caches[i] if cross_caches is not None else None,
             )
+            if recompute and getattr(block, CHECKPOINT_FLAG, False):  # keep only x; recompute in the backward
+                x = checkpoint(block, x, use_reentrant=False, **kwargs)
+            else:
+                x = block(x, **kwargs)
         return self.final_norm(x)
 
     def new_caches(self, batch_size: int, max_len: int) -> list[Any]:
-        return [block.attention.new_cache(batch_size, max_len) for block in self.blocks]
+        return [block.new_cache(batch_size, max_len) for block in self.blocks]
 
     def new_cross_caches(self, batch_size: int, max_len: int) -> list[Any]:
         return [block.cross_attention.new_cache(batch_size, max_len) for block in self.blocks]
@@ -134,6 +147,66 @@ class HeadedStack(TransformerStack, Pretrained):
         self.max_len = max_len
         tie(head, embedding)
         self._aux_modules = collect_aux_losses(self)
+
+
+def stacks(model: nn.Module) -> list[nn.Module]:
+    """The modules holding ``blocks`` (the model itself, or an encoder-decoder's two stacks)."""
+    return [m for m in model.modules() if isinstance(getattr(m, "blocks", None), nn.ModuleList)]
+
+
+def set_activation_checkpointing(model: nn.Module, mode: str, every: int | None = None) -> int:
+    """Recompute activations in the backward instead of keeping them: ``mode`` is one of ``CHECKPOINTING``.
+
+    ``every`` the whole block (only its input is kept), ``every_k`` blocks 0, k, 2k... of each stack,
+    ``attention`` the self- and cross-attentions only (their projections, scores and outputs are
+    recomputed; the FFN keeps its activations). It applies in training with gradients and no cache, and
+    changes no weight or result (dropout is replayed with the same random numbers). Returns the number of
+    blocks (or attentions) checkpointed.
+
+    Raises:
+        ValueError: an unknown mode, or ``every_k`` without ``every`` >= 1.
+    """
+    if mode not in CHECKPOINTING:
+        raise ValueError(f"activation checkpointing {mode!r}: choose one of {', '.join(CHECKPOINTING)}")
+    if mode == "every_k" and (every is None or every < 1):
+        raise ValueError(f"activation checkpointing every_k needs every >= 1 (every k-th block), not {every}")
+    count = 0
+    for stack in stacks(model):
+        for i, block in enumerate(stack.blocks):
+            whole = mode == "every" or (mode == "every_k" and i % every == 0)
+            setattr(block, CHECKPOINT_FLAG, whole)
+            count += whole
+            for name in ("attention", "cross_attention"):
+                sub = getattr(block, name, None)
+                if isinstance(sub, nn.Module):
+                    count += _checkpoint_forward(sub, mode == "attention")
+    return count
+
+
+class _CheckpointedForward:
+    """A module's own ``forward``, run under ``torch.utils.checkpoint`` while training without a cache.
+
+    Set as the instance's ``forward``; it holds the module itself (not a bound method), so a deep copy or a
+    pickle of the model checkpoints the copy."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = self.module
+        forward = type(module).forward
+        if module.training and torch.is_grad_enabled() and kwargs.get("cache") is None:
+            return checkpoint(forward, module, *args, use_reentrant=False, **kwargs)
+        return forward(module, *args, **kwargs)
+
+
+def _checkpoint_forward(module: nn.Module, on: bool) -> bool:
+    wrapped = isinstance(module.__dict__.get("forward"), _CheckpointedForward)
+    if on and not wrapped:
+        module.forward = _CheckpointedForward(module)
+    elif not on and wrapped:
+        del module.__dict__["forward"]
+    return on
 
 
 def tie(head: nn.Module, embedding: nn.Module) -> None:

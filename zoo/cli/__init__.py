@@ -48,6 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "zoo.cli.train",
     "zoo.cli.draw",
     "zoo.cli.predict",
+    "zoo.cli.plan",
 )
 EXIT_ERROR = 2
 RENDERED: tuple[type[BaseException], ...] = (ZooError, OSError)

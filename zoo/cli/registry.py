@@ -189,6 +189,7 @@ def plugins_command(as_json: AsJson = False) -> None:
                     "status": p.status,
                     "registered": p.registered if p.ok else p.provides,
                     "recipes": list(p.recipes),
+                    "hf_families": list(p.hf_families),
                     "error": p.error,
                 }
                 for p in found
@@ -200,6 +201,7 @@ def plugins_command(as_json: AsJson = False) -> None:
         registered = p.registered if p.ok else p.provides
         lines = [f"{kind}: {', '.join(names)}" for kind, names in registered.items()]
         lines += [f"recipes: {', '.join(p.recipes)}"] if p.recipes else []
+        lines += [f"hf families: {', '.join(p.hf_families)}"] if p.hf_families else []
         lines += [f"error: {p.error}"] if p.error else []
         style = {"ok": "green", "disabled": "yellow"}.get(p.status, "red")
         name = f"{p.name} (built-in)" if p.builtin else p.name

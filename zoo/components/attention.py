@@ -9,8 +9,19 @@ that differ only in how many key/value heads serve the query heads::
     |   |   |   |          \   /   \   /             \   \ /   /
     kv  kv  kv  kv          kv      kv                    kv
 
+A ``window`` (sliding-window attention: Mistral, Qwen2, Starcoder2) lets each query see only the
+``window`` most recent keys, itself included, and decodes with a rolling cache of the window::
+
+    window = 3, causal         keys ->  0 1 2 3 4 5
+                              query 0   x
+                              query 1   x x
+                              query 2   x x x
+                              query 3     x x x
+                              query 4       x x x
+                              query 5         x x x
+
 Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads,
-D head_dim, X num_experts, K top_k.
+D head_dim, X num_experts, K top_k, W window.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
-from zoo.cache import CrossKVCache, KVCache
+from zoo.cache import CrossKVCache, KVCache, RollingKVCache
 from zoo.config import BuildContext, ComponentConfig, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.hookspecs import hookimpl
@@ -35,6 +46,7 @@ from zoo.registry import preset
 __all__ = [
     "attend",
     "causal_mask",
+    "sliding_window_mask",
     "MultiHeadAttention",
     "GroupedQueryAttention",
     "MultiQueryAttention",
@@ -50,6 +62,19 @@ __all__ = [
 def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:
     """``(L, S)`` boolean mask, True where a query may see a key; the last query sees every key."""
     return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(key_len - query_len)
+
+
+def sliding_window_mask(
+    query_index: torch.Tensor, key_index: torch.Tensor, window: int, lookahead: int = 0
+) -> torch.Tensor:
+    """``(L, S)`` bool, True where the query at sequence index ``q`` may see the key at index ``k``:
+    ``k`` is at most ``window - 1`` before ``q`` and at most ``lookahead`` after it (0: causal).
+
+    Causal, this is Hugging Face's ``sliding_window_overlay`` (``kv_idx > q_idx - sliding_window``), the
+    same for Mistral, Mixtral, Qwen2/3, Starcoder2, Gemma 2/3 and Phi-3 in transformers 5.
+    """
+    distance = query_index[:, None] - key_index[None, :]  # (L, S)
+    return (distance < window) & (distance >= -lookahead)
 
 
 def attend(
@@ -153,34 +178,53 @@ class _Attention(nn.Module):
     v_proj: nn.Linear
 
     def __init__(
-        self, *, dropout: float, scale: float | None, causal: bool, cross: bool, softcap: float | None = None
+        self,
+        *,
+        dropout: float,
+        scale: float | None,
+        causal: bool,
+        cross: bool,
+        softcap: float | None = None,
+        window: int | None = None,
     ) -> None:
         super().__init__()
+        if window is not None and window < 1:
+            raise ValueError(f"window ({window}) must be >= 1, or None for no window")
         self.dropout = dropout
         self.scale = scale
         self.softcap = softcap
         self.cross = cross
         self.causal = causal and not cross  # cross-attention always sees the whole encoder output
+        self.window = None if cross else window  # cross-attention sees the whole encoder output, windowless
+        self.lookahead = 0 if self.causal else (window or 1) - 1  # keys after the query a window admits
         self.q_norm: nn.Module | None = None  # query/key norms, where a variant has them
         self.k_norm: nn.Module | None = None
         self.qk_norm_scope = "head"
-        # Only a subclass that overrides key_mask pays for the index tensors it needs.
-        self.masks_keys = type(self).key_mask is not _Attention.key_mask and not cross
+        self.rotary: nn.Module | None = None  # this layer's own rotary encoding, instead of the stack's
+        # Only a window or a subclass that overrides key_mask pays for the index tensors a key mask needs.
+        overridden = type(self).key_mask is not _Attention.key_mask
+        self.masks_keys = (overridden or self.window is not None) and not cross
 
-    def new_cache(self, batch_size: int, max_len: int) -> KVCache | CrossKVCache:
-        """This layer's decoding cache. (Buffers are sized from the first keys, so ``batch_size`` is
-        not needed here; it is part of the interface every layer's ``new_cache`` shares.)"""
-        return CrossKVCache() if self.cross else KVCache(max_len)
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache | RollingKVCache | CrossKVCache:
+        """This layer's decoding cache: a rolling buffer of the window with one, else every position. (Buffers
+        are sized from the first keys, so ``batch_size`` is not needed here; it is part of the interface every
+        layer's ``new_cache`` shares.)"""
+        if self.cross:
+            return CrossKVCache()
+        return KVCache(max_len) if self.window is None else RollingKVCache(self.window, max_len)
 
     def key_mask(self, query_index: torch.Tensor, key_index: torch.Tensor) -> torch.Tensor | None:
         """The keys each query may see beyond padding and causality: ``(L, S)`` bool, True = may attend.
 
         ``query_index`` (L,) and ``key_index`` (S,) are sequence indices (not positions: left padding does
-        not shift them). The default sees every key. A subclass that overrides this (a sliding window,
-        local/global layers, block-sparse patterns) changes nothing else: causality is still applied
-        on top, and decoding passes the indices of the keys its cache returns.
+        not shift them). The default sees every key, or with a ``window`` the ``window`` most recent ones
+        (in a bidirectional stack: keys less than ``window`` away on either side). A subclass that
+        overrides this (local/global layers, block-sparse patterns) changes nothing else: causality is
+        still applied on top, and decoding passes the indices of the keys its cache returns.
         """
-        return None
+        if self.window is None:
+            return None
+        return sliding_window_mask(query_index, key_index, self.window, self.lookahead)
 
     def _heads(self, proj: nn.Module, x: torch.Tensor, heads: int, norm: nn.Module | None = None) -> torch.Tensor:
         """``proj(x)`` split into heads, ``(N, S, E) -> (N, heads, S, D)``, normalised per head or as a whole."""
@@ -212,8 +256,9 @@ class _Attention(nn.Module):
         if positions is None:
             positions = torch.arange(start, start + x.size(1), device=x.device)[None]  # (1, L)
         key_positions, key_index = positions, None
-        if pos is not None:
-            q, k = pos.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
+        rotary = pos if self.rotary is None else self.rotary  # a layer's own rotary replaces the stack's
+        if rotary is not None:
+            q, k = rotary.rotate(q, k, positions)  # before caching: cached keys keep their own rotation
         if cache is not None:
             k, v = cache.update(k, v, positions)  # (N, Hkv, S, D), every key the cache returns
             key_positions = cache.positions  # (N, S)
@@ -244,8 +289,9 @@ class GroupedQueryAttention(_Attention):
 
     The one softmax attention of zoo; every option defaults to the identity, so each family switches on
     only what it needs: biases per projection (Qwen2: q/k/v but not o), a score soft-cap (Gemma 2), a
-    score scale (T5: 1.0), query/key norms (Qwen3, OLMo 2), and through :meth:`key_mask` any pattern of
-    visible keys (a subclass).
+    score scale (T5: 1.0), query/key norms (Qwen3, OLMo 2), a sliding window (Mistral), a rotary encoding
+    of its own (Gemma 3's local layers), and through :meth:`key_mask` any pattern of visible keys (a
+    subclass).
 
     Args:
         d_model: width E of the input and output.
@@ -260,12 +306,16 @@ class GroupedQueryAttention(_Attention):
             applied before positions rotate them; None: none.
         qk_norm_scope: ``head`` normalises each head's ``head_dim`` features, ``projection`` all of a
             projection's features at once.
+        window: each query sees the ``window`` most recent keys, itself included (bidirectional: keys less
+            than ``window`` away), and decoding keeps a rolling cache of the window; None: every key.
+        rotary: builds this layer's rotary encoding (``rotary()``), which rotates q and k instead of the
+            stack's ``pos``; None: the stack's.
         causal: self-attention of a decoder: a position sees itself and earlier ones only.
         cross: keys and values come from ``context`` (the encoder output) instead of ``x``.
 
     Raises:
         ValueError: ``num_heads`` not divisible by ``num_kv_heads``, or ``d_model`` by ``num_heads``
-            when ``head_dim`` is not given.
+            when ``head_dim`` is not given, or ``window`` < 1.
     """
 
     def __init__(
@@ -285,12 +335,14 @@ class GroupedQueryAttention(_Attention):
         softcap: float | None = None,
         qk_norm: Callable[[int], nn.Module] | None = None,
         qk_norm_scope: Literal["head", "projection"] = "head",
+        window: int | None = None,
+        rotary: Callable[[], nn.Module] | None = None,
         causal: bool = False,
         cross: bool = False,
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__(dropout=dropout, scale=scale, causal=causal, cross=cross, softcap=softcap)
+        super().__init__(dropout=dropout, scale=scale, causal=causal, cross=cross, softcap=softcap, window=window)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
@@ -312,6 +364,8 @@ class GroupedQueryAttention(_Attention):
             per_head = qk_norm_scope == "head"
             self.q_norm = qk_norm(self.head_dim if per_head else q_dim)
             self.k_norm = qk_norm(self.head_dim if per_head else kv_dim)
+        if rotary is not None and not self.cross:  # cross-attention rotates nothing
+            self.rotary = rotary()
 
     def forward(
         self,
@@ -340,6 +394,7 @@ class GroupedQueryAttention(_Attention):
 
     def extra_repr(self) -> str:
         extra = f", softcap={self.softcap}" if self.softcap is not None else ""
+        extra += f", window={self.window}" if self.window is not None else ""
         return (
             f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
             f"causal={self.causal}, cross={self.cross}{extra}"
@@ -469,11 +524,24 @@ class AttentionConfig(ComponentConfig):
     qk_norm_scope: Literal["head", "projection"] = Field(
         "head", description="head: over each head's head_dim (Qwen3); projection: over the whole q/k (OLMo 2)."
     )
+    window: int | None = Field(
+        None,
+        ge=1,
+        description="Sliding window: each query sees the `window` most recent keys, itself included (Mistral 7B: "
+        "4096), and decoding caches only those; default every key.",
+    )
+    rotary: Annotated[dict[str, Any] | str | None, Spec("positional")] = Field(
+        None,
+        description="This layer's own rotary encoding instead of the stack's rope (Gemma 3's local layers: "
+        "{type: rope, theta: 10000.0}); default the stack's.",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"num_heads": 4},
         {"num_heads": 4, "head_dim": 6, "bias": False, "q_bias": True, "v_bias": True, "softcap": 5.0},
         {"num_heads": 4, "qk_norm": "rmsnorm"},
+        {"num_heads": 4, "window": 3},
+        {"num_heads": 4, "rotary": {"type": "rope", "theta": 100.0}},
     )
 
     def head_dim_for(self, d_model: int) -> int:
@@ -488,6 +556,32 @@ class AttentionConfig(ComponentConfig):
             problems.append(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
         if self.head_dim is None and ctx.d_model % self.num_heads:
             problems.append(_indivisible(ctx.d_model, self.num_heads, "num_heads"))
+        if self.rotary is not None and not ctx.cross:
+            problems += self._rotary_problems(ctx)
+        return problems
+
+    def _rotary_problems(self, ctx: BuildContext) -> list[str]:
+        """Why ``rotary`` cannot replace the stack's rotation here: not a rotary encoding, a stack that does not
+        rotate (its positional is not rope), or the encoding's own check at this attention's heads."""
+        from zoo.plugins import get_registry
+        from zoo.recipe import validate_spec
+
+        config = validate_spec(get_registry(), "positional", self.rotary, "rotary", [])
+        if config is None:
+            return []  # an invalid spec: validating the recipe has said why
+        problems = []
+        if getattr(type(config), "style", None) != "rotate":
+            problems.append(
+                f"rotary: positional '{config.type}' does not rotate queries and keys; give a rotary encoding "
+                "such as {type: rope, theta: 10000.0}"
+            )
+        if ctx.positional is not None and ctx.positional != "rope":
+            problems.append(
+                f"rotary replaces the stack's rope in this layer, but the stack's positional is "
+                f"'{ctx.positional}'; set positional: {{type: rope}} or remove rotary"
+            )
+        if not problems:
+            problems += [f"rotary: {m}" for m in config.check(ctx)]
         return problems
 
     def biases(self) -> dict[str, bool]:
@@ -511,6 +605,7 @@ class AttentionConfig(ComponentConfig):
             matmul=weights,
             score_width=H * D,
             kv_width=Hkv * D,
+            window=None if ctx.cross else self.window,  # caps the keys scored and cached per query
             acts=E + 2 * H * D + 2 * Hkv * D + norm_acts,  # input, q, k, v, attention output (and normed q, k)
         )
 

@@ -6,6 +6,7 @@ recipe is short for ``block.norm_position``). ``f`` is a sub-layer (attention, F
     pre       x + f(n(x))            GPT-2, Llama, ViT, T5
     post      n(x + f(x))            the original Transformer, BERT
     sandwich  x + n'(f(n(x)))        Gemma 2/3: a second norm on each sub-layer's output
+    output    x + n(f(x))            OLMo 2: each sub-layer's output normalised, its input not
     parallel  x + a(n(x)) + m(n2(x))  GPT-NeoX, Pythia; with shared_norm x + a(n(x)) + m(n(x)): GPT-J, Falcon, Phi
 
 Each sub-layer has its own norms, built from the recipe's ``norm`` at the model's width.
@@ -22,9 +23,9 @@ from torch import nn
 
 from zoo.config import StrictNumbers
 
-__all__ = ["Block", "BlockConfig", "NormPosition"]
+__all__ = ["Block", "BlockCache", "BlockConfig", "NormPosition"]
 
-NormPosition = Literal["pre", "post", "sandwich"]
+NormPosition = Literal["pre", "post", "sandwich", "output"]
 
 
 class BlockConfig(StrictNumbers):
@@ -33,7 +34,8 @@ class BlockConfig(StrictNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     norm_position: NormPosition = Field(
-        "pre", description="pre: x + f(n(x)); post: n(x + f(x)); sandwich: x + n'(f(n(x)))."
+        "pre",
+        description="pre: x + f(n(x)); post: n(x + f(x)); sandwich: x + n'(f(n(x))); output: x + n(f(x)) (OLMo 2).",
     )
 
     parallel: bool = Field(False, description="Attention and FFN both read the block's input; outputs are added.")
@@ -43,6 +45,7 @@ class BlockConfig(StrictNumbers):
         {},
         {"norm_position": "post"},
         {"norm_position": "sandwich"},
+        {"norm_position": "output"},
         {"parallel": True},
         {"parallel": True, "shared_norm": True},
     )
@@ -68,6 +71,32 @@ class BlockConfig(StrictNumbers):
         return self.model_dump()
 
 
+class BlockCache:
+    """The decoding cache of a block whose FFN is stateful (RWKV's channel mix reads the previous token).
+
+    An FFN module with a ``new_cache(batch_size, max_len)`` method is stateful: the block then builds this
+    pair, hands ``attention`` to its self-attention and ``ffn`` to the FFN, which it calls as
+    ``ffn(h, mask=mask, cache=cache)`` (``cache`` None outside decoding). Blocks of stateless FFNs keep the
+    attention's own cache, so nothing changes for them.
+    """
+
+    def __init__(self, attention: Any, ffn: Any) -> None:
+        self.attention = attention
+        self.ffn = ffn
+
+    @property
+    def length(self) -> int:
+        return self.attention.length
+
+    @property
+    def nbytes(self) -> int:
+        return getattr(self.attention, "nbytes", 0) + getattr(self.ffn, "nbytes", 0)
+
+    def reset(self) -> None:
+        self.attention.reset()
+        self.ffn.reset()
+
+
 class Block(nn.Module):
     """One Transformer block: self-attention, optional cross-attention, feed-forward, each residual.
 
@@ -76,10 +105,13 @@ class Block(nn.Module):
         ffn: the feed-forward module.
         norm: builds one norm (called once per norm the layout needs).
         cross_attention: attention over the encoder output (encoder-decoder decoders), or None.
-        norm_position: ``pre``, ``post`` or ``sandwich`` (see the module docstring).
+        norm_position: ``pre``, ``post``, ``sandwich`` or ``output`` (see the module docstring); ``output``
+            has no ``attention_norm`` / ``ffn_norm``, only the ``*_post_norm`` of each sub-layer.
         parallel: every sub-layer reads the block's input ``x`` (through its own norm) and their outputs are
             added to ``x`` together; pre-norm only.
         shared_norm: with ``parallel``, the attention's norm feeds the FFN too (there is no ``ffn_norm``).
+            An ``ffn`` whose ``adds_nothing`` is True (no FFN sub-layer: zoo-mamba's ``ffn: {type: none}``, as in
+            Mamba's mixer-only blocks) gets no norms and is skipped: the block is its attention alone.
         dropout: on each sub-layer's output, before it joins the stream.
     """
 
@@ -96,33 +128,41 @@ class Block(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if norm_position not in ("pre", "post", "sandwich"):
-            raise ValueError(f"norm_position must be pre, post or sandwich, not {norm_position!r}")
+        if norm_position not in ("pre", "post", "sandwich", "output"):
+            raise ValueError(f"norm_position must be pre, post, sandwich or output, not {norm_position!r}")
         BlockConfig(norm_position=norm_position, parallel=parallel, shared_norm=shared_norm)  # the same rules
         self.norm_position = norm_position
         self.parallel = parallel
-        sandwich = norm_position == "sandwich"
-        self.attention_norm = norm()
+        before = norm_position != "output"  # a norm on each sub-layer's input
+        after = norm_position in ("sandwich", "output")  # a norm on each sub-layer's output
+        self.attention_norm = norm() if before else None
         self.attention = attention
-        self.attention_post_norm = norm() if sandwich else None
-        self.cross_attention_norm = norm() if cross_attention is not None else None
+        self.attention_post_norm = norm() if after else None
+        self.cross_attention_norm = norm() if before and cross_attention is not None else None
         self.cross_attention = cross_attention
-        self.cross_attention_post_norm = norm() if sandwich and cross_attention is not None else None
-        self.ffn_norm = None if shared_norm else norm()
+        self.cross_attention_post_norm = norm() if after and cross_attention is not None else None
+        self.skip_ffn = bool(getattr(ffn, "adds_nothing", False))
+        self.ffn_norm = norm() if before and not (shared_norm or self.skip_ffn) else None
         self.ffn = ffn
-        self.ffn_post_norm = norm() if sandwich else None
+        self.stateful_ffn = hasattr(ffn, "new_cache")  # it needs earlier tokens: see new_cache
+        self.ffn_post_norm = norm() if after and not self.skip_ffn else None
         self.dropout = nn.Dropout(dropout)
+
+    def new_cache(self, batch_size: int, max_len: int) -> Any:
+        """The self-attention's decoding cache, paired with the FFN's in a ``BlockCache`` when it has one."""
+        cache = self.attention.new_cache(batch_size, max_len)
+        return BlockCache(cache, self.ffn.new_cache(batch_size, max_len)) if self.stateful_ffn else cache
 
     def _residual(
         self,
         x: torch.Tensor,
-        norm: nn.Module,
+        norm: nn.Module | None,
         post_norm: nn.Module | None,
         f: Callable[[torch.Tensor], torch.Tensor],
     ) -> torch.Tensor:
         if self.norm_position == "post":
             return norm(x + self.dropout(f(x)))
-        y = f(norm(x))
+        y = f(x if norm is None else norm(x))  # no input norm: the output layout
         if post_norm is not None:
             y = post_norm(y)
         return x + self.dropout(y)
@@ -140,14 +180,22 @@ class Block(nn.Module):
         cross_cache: Any = None,
     ) -> torch.Tensor:
         """``x`` (N, L, E) -> (N, L, E). ``mask``, ``positions``, ``pos`` and ``cache`` go to the
-        self-attention; ``context`` (N, S, E), ``context_mask`` and ``cross_cache`` to the cross-attention."""
+        self-attention; ``context`` (N, S, E), ``context_mask`` and ``cross_cache`` to the cross-attention.
+        A stateful FFN gets ``mask`` and its part of a :class:`BlockCache` too."""
+        ffn = self.ffn
+        if self.stateful_ffn:
+            ffn_cache = None
+            if isinstance(cache, BlockCache):
+                cache, ffn_cache = cache.attention, cache.ffn
+            ffn = lambda h: self.ffn(h, mask=mask, cache=ffn_cache)  # noqa: E731
         if self.parallel:
             h = self.attention_norm(x)
             out = self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache)
             if self.cross_attention is not None:
                 c = self.cross_attention_norm(x)
                 out = out + self.cross_attention(c, context=context, mask=context_mask, cache=cross_cache)
-            out = out + self.ffn(h if self.ffn_norm is None else self.ffn_norm(x))
+            if not self.skip_ffn:
+                out = out + ffn(h if self.ffn_norm is None else self.ffn_norm(x))
             return x + self.dropout(out)
         x = self._residual(
             x,
@@ -162,4 +210,6 @@ class Block(nn.Module):
                 self.cross_attention_post_norm,
                 lambda h: self.cross_attention(h, context=context, mask=context_mask, cache=cross_cache),
             )
-        return self._residual(x, self.ffn_norm, self.ffn_post_norm, self.ffn)
+        if self.skip_ffn:
+            return x
+        return self._residual(x, self.ffn_norm, self.ffn_post_norm, ffn)

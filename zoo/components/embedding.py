@@ -12,10 +12,14 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.recipe.limits import MAX_WIDTH
 
 
 class TokenEmbedding(nn.Module):
     """Token ids to vectors, with optional segment (token-type) embeddings and sqrt(d_model) scaling.
+
+    With ``proj_dim`` the token table is ``proj_dim`` wide and a bias-free ``project_in`` (proj_dim -> E)
+    brings its vectors to the model's width (OPT-350m: 512 -> 1024); scaling and segments come after it.
 
     Shapes: ids (N, L) -> (N, L, E).
     """
@@ -27,18 +31,24 @@ class TokenEmbedding(nn.Module):
         vocab_size: int,
         padding_idx: int | None = None,
         scale: bool = False,
+        round_scale: bool = False,
+        proj_dim: int | None = None,
         type_vocab_size: int = 0,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.token = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx, **factory)
+        width = d_model if proj_dim is None else proj_dim
+        self.token = nn.Embedding(vocab_size, width, padding_idx=padding_idx, **factory)
+        self.project_in = nn.Linear(width, d_model, bias=False, **factory) if proj_dim is not None else None
         # BERT adds a learned segment vector; sentence A (type 0) is the default.
         self.token_type = nn.Embedding(type_vocab_size, d_model, **factory) if type_vocab_size else None
         # The original Transformer multiplies by sqrt(d_model) so the embeddings are not drowned
         # by the positional signal, whose entries are of order 1.
         self.scale = math.sqrt(d_model) if scale else 1.0
+        # Gemma multiplies by sqrt(d_model) rounded to the weights' dtype (bf16: sqrt(2048) = 45.25).
+        self.round_scale = round_scale
 
     @property
     def weight(self) -> nn.Parameter:
@@ -46,9 +56,11 @@ class TokenEmbedding(nn.Module):
         return self.token.weight
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.token(input_ids)  # (N, L, E)
+        x = self.token(input_ids)  # (N, L, E), or (N, L, proj_dim) ...
+        if self.project_in is not None:
+            x = self.project_in(x)  # ... brought to (N, L, E)
         if self.scale != 1.0:  # a constructor constant: no multiply at all when unscaled
-            x = x * self.scale
+            x = x * (torch.tensor(self.scale, dtype=x.dtype) if self.round_scale else self.scale)
         if self.token_type is not None:
             x = x + (self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids))
         return x
@@ -92,17 +104,40 @@ class TokenEmbeddingConfig(ComponentConfig):
     """It embeds token ids (an architecture that feeds images refuses it)."""
     padding_idx: int | None = Field(None, ge=0, description="Token id whose vector stays zero.")
     scale: bool = Field(False, description="Multiply embeddings by sqrt(d_model).")
+    round_scale: bool = Field(
+        False, description="Round sqrt(d_model) to the weights' dtype before multiplying (Gemma; bf16: 45.25 for 2048)."
+    )
+    proj_dim: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_WIDTH,
+        description="Width of the token table, projected to d_model by a bias-free linear (OPT-350m: 512); "
+        "default d_model, no projection. A tied lm head projects back to it (head.proj_dim).",
+    )
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"padding_idx": 0, "scale": True})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"padding_idx": 0, "scale": True},
+        {"scale": True, "round_scale": True},
+        {"proj_dim": 8},
+    )
 
     def check(self, ctx: BuildContext) -> list[str]:
+        problems = []
         if self.padding_idx is not None and self.padding_idx >= ctx.vocab_size:
-            return [f"padding_idx ({self.padding_idx}) must be < vocab_size ({ctx.vocab_size})"]
-        return []
+            problems.append(f"padding_idx ({self.padding_idx}) must be < vocab_size ({ctx.vocab_size})")
+        if self.round_scale and not self.scale:
+            problems.append("round_scale rounds the sqrt(d_model) scale: set scale: true, or round_scale: false")
+        return problems
 
     def cost(self, ctx: BuildContext) -> Cost:
-        # V·E token table plus a segment table; a lookup multiplies nothing.
-        return Cost(params=(ctx.vocab_size + ctx.type_vocab_size) * ctx.d_model)
+        # V·E token table plus a segment table; a lookup multiplies nothing. With proj_dim P: a V·P table
+        # and the P·E projection, which multiplies.
+        E = ctx.d_model
+        if self.proj_dim is None:
+            return Cost(params=(ctx.vocab_size + ctx.type_vocab_size) * E)
+        P = self.proj_dim
+        return Cost(params=ctx.vocab_size * P + P * E + ctx.type_vocab_size * E, matmul=P * E, acts=P)
 
 
 class PatchEmbeddingConfig(ComponentConfig):

@@ -16,6 +16,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.recipe.limits import MAX_WIDTH
 
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -34,7 +35,11 @@ def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
 
 
 class LMHead(nn.Module):
-    """Language-model head: hidden states to vocabulary logits, optionally tied to the token embedding."""
+    """Language-model head: hidden states to vocabulary logits, optionally tied to the token embedding.
+
+    With ``proj_dim`` a bias-free ``project_out`` (E -> proj_dim) comes first and the output matrix is
+    ``proj_dim`` wide: the way back of a token embedding with that ``proj_dim`` (OPT-350m: 1024 -> 512).
+    """
 
     def __init__(
         self,
@@ -44,17 +49,31 @@ class LMHead(nn.Module):
         tie_embeddings: bool = True,
         bias: bool = False,
         rescale: bool = False,
+        softcap: float | None = None,
+        proj_dim: int | None = None,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
         self.tie_embeddings = tie_embeddings
-        self.proj = nn.Linear(d_model, vocab_size, bias=bias, device=device, dtype=dtype)
+        width = d_model if proj_dim is None else proj_dim
+        self.project_out = (
+            nn.Linear(d_model, width, bias=False, device=device, dtype=dtype) if proj_dim is not None else None
+        )
+        self.proj = nn.Linear(width, vocab_size, bias=bias, device=device, dtype=dtype)
         # T5 scales by d_model**-0.5 before a tied projection, since its embeddings are not scaled down.
         self.scale = d_model**-0.5 if rescale else 1.0
+        self.softcap = softcap  # Gemma 2: logits become softcap * tanh(logits / softcap)
 
     def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.proj(h * self.scale if self.scale != 1.0 else h)  # (N, L, V)
+        if self.scale != 1.0:
+            h = h * self.scale
+        if self.project_out is not None:
+            h = self.project_out(h)  # (N, L, proj_dim)
+        logits = self.proj(h)  # (N, L, V)
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
 
     loss = staticmethod(cross_entropy)
 
@@ -136,8 +155,23 @@ class LMHeadConfig(ComponentConfig):
     tie_embeddings: bool = Field(True, description="Share the token embedding matrix as the output weight.")
     bias: bool = Field(False, description="Learn an output bias (not with tied embeddings).")
     rescale: bool = Field(False, description="Multiply hidden states by d_model**-0.5 first (T5).")
+    softcap: float | None = Field(
+        None, gt=0, description="Cap logits at ±softcap: softcap * tanh(logits / softcap) (Gemma 2: 30)."
+    )
+    proj_dim: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_WIDTH,
+        description="Project hidden states to this width (bias-free linear) before the output matrix (OPT-350m: "
+        "512); tied, it must equal embedding.proj_dim (filled in from it when left out). Default: no projection.",
+    )
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"tie_embeddings": False, "bias": True, "rescale": True})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"tie_embeddings": False, "bias": True, "rescale": True},
+        {"softcap": 30.0},
+        {"tie_embeddings": False, "proj_dim": 8},
+    )
 
     @model_validator(mode="after")
     def _tied_has_no_bias(self):
@@ -150,9 +184,14 @@ class LMHeadConfig(ComponentConfig):
 
     def cost(self, ctx: BuildContext) -> Cost:
         # A tied head reuses the token table (counted with the embedding) but still multiplies by it.
+        # With proj_dim P: the E·P projection first, then a V·P output matrix.
         E, V = ctx.d_model, ctx.vocab_size
-        params = (0 if self.tie_embeddings else V * E) + (V if self.bias else 0)
-        return Cost(params=params, matmul=V * E, acts=E + V)
+        P = E if self.proj_dim is None else self.proj_dim
+        project = 0 if self.proj_dim is None else E * P
+        params = project + (0 if self.tie_embeddings else V * P) + (V if self.bias else 0)
+        capped = V if self.softcap is not None else 0  # the capped logits are kept as well as the raw ones
+        acts = E + V + capped + (0 if self.proj_dim is None else P)
+        return Cost(params=params, matmul=project + V * P, acts=acts)
 
 
 class MaskedLMHeadConfig(ComponentConfig):

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from zoo.config import BuildContext, ComponentConfig
@@ -39,18 +39,41 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """Root-mean-square normalisation: divide by the RMS of the features, then scale (no mean, no shift)."""
+    """Root-mean-square normalisation: divide by the RMS of the features, then scale (no mean, no shift).
 
-    def __init__(self, d_model: int, *, eps: float = 1e-6, affine: bool = True, device=None, dtype=None) -> None:
+    With ``offset`` the scale is ``offset + weight`` (Gemma stores its RMSNorm weight as ``w`` for a scale of
+    ``1 + w``); the weight then starts at ``1 - offset`` (zeros for Gemma), so a fresh norm still scales by one,
+    and the scaling happens in float32 before the cast back, as Gemma computes it.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        eps: float = 1e-6,
+        affine: bool = True,
+        offset: float = 0.0,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         self.eps = eps
         self.shape = (d_model,)
-        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype)) if affine else None
+        self.offset = offset
+        start = torch.full((d_model,), 1.0 - offset, device=device, dtype=dtype)
+        self.weight = nn.Parameter(start) if affine else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Normalise in float32: the mean of squares under-/overflows in half precision.
-        y = F.rms_norm(x.float(), self.shape, None, self.eps).type_as(x)
-        return y * self.weight if self.weight is not None else y
+        y = F.rms_norm(x.float(), self.shape, None, self.eps)
+        if self.weight is None:
+            return y.type_as(x)
+        if self.offset:  # Gemma scales in float32, then casts (Llama casts, then scales)
+            return (y * (self.offset + self.weight.float())).type_as(x)
+        return y.type_as(x) * self.weight
+
+    def extra_repr(self) -> str:
+        return f"{self.shape[0]}, eps={self.eps}" + (f", offset={self.offset}" if self.offset else "")
 
 
 class LayerNormConfig(ComponentConfig):
@@ -71,8 +94,17 @@ class RMSNormConfig(ComponentConfig):
     type: Literal["rmsnorm"] = "rmsnorm"
     eps: float = Field(1e-6, gt=0, description="Added to the mean square for numerical stability.")
     affine: bool = Field(True, description="Learn a per-feature scale.")
+    offset: float = Field(
+        0.0, description="Scale by offset + weight, the weight starting at 1 - offset (Gemma: 1.0, a zero weight)."
+    )
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"affine": False})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"affine": False}, {"offset": 1.0})
+
+    @model_validator(mode="after")
+    def _offset_needs_a_weight(self) -> RMSNormConfig:
+        if self.offset and not self.affine:
+            raise ValueError(f"offset ({self.offset}) is added to the learned weight: set affine: true or offset: 0")
+        return self
 
     def cost(self, ctx: BuildContext) -> Cost:
         return Cost(params=ctx.d_model if self.affine else 0, acts=ctx.d_model)

@@ -54,17 +54,40 @@ def scale_frequencies(
     low_freq_factor: float = 1.0,
     high_freq_factor: float = 4.0,
     original_max_len: int = 8192,
+    theta: float = 10000.0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
 ) -> torch.Tensor:
     """RoPE speeds stretched for contexts longer than the model was first trained on.
 
     ``linear`` divides every speed by ``factor`` (position interpolation). ``llama3`` (Llama 3.1+) divides
     only the slow pairs, whose wavelength exceeds ``original_max_len / low_freq_factor``; keeps the fast
     ones, shorter than ``original_max_len / high_freq_factor``; and blends smoothly in between.
+    ``yarn`` (YaRN, DeepSeek-V3) keeps the pairs that turn more than ``beta_fast`` times within
+    ``original_max_len`` positions, divides those that turn less than ``beta_slow`` times, and ramps
+    linearly between them over the pair index, as transformers' ``_compute_yarn_parameters`` (``theta``
+    is the base of ``speeds``; ``truncate`` rounds the ramp's ends outwards to whole pairs).
     """
     if scaling == "none":
         return speeds
     if scaling == "linear":
         return speeds / factor
+    if scaling == "yarn":
+        dim = 2 * speeds.numel()
+
+        def pair_turning(rotations: float) -> float:  # the (fractional) pair index that turns `rotations` times
+            return dim * math.log(original_max_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+        low, high = pair_turning(beta_fast), pair_turning(beta_slow)
+        if truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001  # transformers' guard against a zero-width ramp
+        ramp = (torch.arange(dim // 2, dtype=torch.float32, device=speeds.device) - low) / (high - low)
+        kept = 1 - ramp.clamp(0, 1)  # 1: the speed as it is (fast pairs), 0: divided by factor (slow ones)
+        return speeds / factor * (1 - kept) + speeds * kept
     wavelength = 2 * math.pi / speeds
     smooth = (original_max_len / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
     blended = (1 - smooth) * speeds / factor + smooth * speeds
@@ -137,21 +160,25 @@ class SinusoidalEncoding(PositionalEncoding):
 class LearnedEncoding(PositionalEncoding):
     """A learned vector per absolute position added to the input (GPT-2, BERT); ``max_len`` rows, no more.
 
-    Rows are drawn from N(0, init_std), the recipe's init (GPT-2 and BERT: 0.02); nn.Embedding's N(0, 1)
-    would drown the tokens.
+    With ``offset`` the table has ``max_len + offset`` rows and position ``p`` reads row ``p + offset``
+    (OPT: 2; its first two rows are never read). Rows are drawn from N(0, init_std), the recipe's init
+    (GPT-2 and BERT: 0.02); nn.Embedding's N(0, 1) would drown the tokens.
     """
 
-    def __init__(self, d_model: int, *, max_len: int, init_std: float = 0.02, device=None, dtype=None) -> None:
+    def __init__(
+        self, d_model: int, *, max_len: int, offset: int = 0, init_std: float = 0.02, device=None, dtype=None
+    ) -> None:
         super().__init__()
         self.init_std = init_std
-        self.embedding = nn.Embedding(max_len, d_model, device=device, dtype=dtype)
+        self.offset = offset
+        self.embedding = nn.Embedding(max_len + offset, d_model, device=device, dtype=dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         nn.init.normal_(self.embedding.weight, std=self.init_std)
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return x + self.embedding(positions)  # (N, L, E)
+        return x + self.embedding(positions + self.offset if self.offset else positions)  # (N, L, E)
 
 
 def rotary_dims(head_dim: int, rotary_fraction: float) -> int:
@@ -168,6 +195,19 @@ def rotary_problem(head_dim: int, rotary_fraction: float) -> str | None:
             "that must be an even number" + (" of at least 2" if rotated < 2 else "")
         )
     return None
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's magnitude correction ``0.1 · mscale · ln(factor) + 1`` (1 for ``factor <= 1``)."""
+    return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+
+def yarn_attention_factor(factor: float, mscale: float | None = None, mscale_all_dim: float | None = None) -> float:
+    """The factor YaRN multiplies cos and sin by: ``yarn_mscale(factor, mscale) / yarn_mscale(factor,
+    mscale_all_dim)`` when both are given and nonzero (DeepSeek: 1.0 / 1.0, so 1), else ``yarn_mscale(factor)``."""
+    if mscale and mscale_all_dim:
+        return float(yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim))
+    return yarn_mscale(factor)
 
 
 class RotaryEmbedding(PositionalEncoding):
@@ -188,11 +228,17 @@ class RotaryEmbedding(PositionalEncoding):
         theta: float = 10000.0,
         rotary_fraction: float = 1.0,
         interleaved: bool = False,
-        scaling: Literal["none", "linear", "llama3"] = "none",
+        scaling: Literal["none", "linear", "llama3", "yarn"] = "none",
         scaling_factor: float = 1.0,
         low_freq_factor: float = 1.0,
         high_freq_factor: float = 4.0,
         original_max_len: int = 8192,
+        beta_fast: float = 32.0,
+        beta_slow: float = 1.0,
+        truncate: bool = True,
+        attention_factor: float | None = None,
+        mscale: float | None = None,
+        mscale_all_dim: float | None = None,
         device=None,
         dtype=None,
     ) -> None:
@@ -214,7 +260,18 @@ class RotaryEmbedding(PositionalEncoding):
             low_freq_factor=low_freq_factor,
             high_freq_factor=high_freq_factor,
             original_max_len=original_max_len,
+            theta=theta,
+            beta_fast=beta_fast,
+            beta_slow=beta_slow,
+            truncate=truncate,
         )
+        # YaRN also scales cos and sin (so every rotated q·k term) by its attention factor, by default
+        # derived as transformers' _compute_yarn_parameters does.
+        if scaling != "yarn":
+            attention_factor = 1.0
+        elif attention_factor is None:
+            attention_factor = yarn_attention_factor(scaling_factor, mscale, mscale_all_dim)
+        self.attention_factor = attention_factor
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Angles come from the positions on every call, not from a cos/sin table gathered by position:
@@ -224,7 +281,10 @@ class RotaryEmbedding(PositionalEncoding):
         speeds = inverse_frequencies(self.rotary_dim, self.theta, device=positions.device)  # (R/2,)
         speeds = scale_frequencies(speeds, **self.scaling)
         angles = positions[:, None, :, None].float() * speeds  # (N|1, 1, L, R/2): broadcasts over heads
-        cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+        cos, sin = angles.cos(), angles.sin()
+        if self.attention_factor != 1.0:  # yarn
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
         return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
 
     def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -400,12 +460,17 @@ class LearnedConfig(PositionalConfig):
     bounded_by_max_len: ClassVar[bool] = True
 
     type: Literal["learned"] = "learned"
+    offset: int = Field(
+        0, ge=0, le=MAX_POSITIONS, description="Position p reads row p + offset of max_len + offset rows (OPT: 2)."
+    )
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"offset": 2})
 
     def check(self, ctx: BuildContext) -> list[str]:
         return [] if ctx.max_len >= 1 else [f"learned positional encoding needs max_len >= 1, got {ctx.max_len}"]
 
     def cost(self, ctx: BuildContext) -> Cost:
-        return Cost(params=ctx.max_len * ctx.d_model)
+        return Cost(params=(ctx.max_len + self.offset) * ctx.d_model)
 
 
 class RopeConfig(PositionalConfig):
@@ -420,8 +485,10 @@ class RopeConfig(PositionalConfig):
         description="Rotate adjacent dim pairs (GPT-J) instead of dims i and i + D/2 (GPT-NeoX, Llama).",
     )
 
-    scaling: Literal["none", "linear", "llama3"] = Field(
-        "none", description="Stretch the speeds for long contexts: linear interpolation or Llama 3.1's rule."
+    scaling: Literal["none", "linear", "llama3", "yarn"] = Field(
+        "none",
+        description="Stretch the speeds for long contexts: linear interpolation, Llama 3.1's rule or YaRN "
+        "(DeepSeek-V3).",
     )
     scaling_factor: float = Field(1.0, ge=1, description="How much longer than original_max_len (Llama 3.2: 32).")
     low_freq_factor: float = Field(1.0, gt=0, description="llama3: longer wavelengths are scaled.")
@@ -429,11 +496,29 @@ class RopeConfig(PositionalConfig):
     original_max_len: int = Field(
         8192, ge=1, le=MAX_POSITIONS, description="The context length the speeds were trained for."
     )
+    beta_fast: float = Field(32.0, gt=0, description="yarn: pairs turning more often than this are kept.")
+    beta_slow: float = Field(1.0, gt=0, description="yarn: pairs turning less often than this are scaled.")
+    truncate: bool = Field(True, description="yarn: round the ramp's ends outwards to whole pairs.")
+    attention_factor: float | None = Field(
+        None,
+        gt=0,
+        description="yarn: multiplies cos and sin; default from mscale and mscale_all_dim as transformers derives it.",
+    )
+    mscale: float | None = Field(
+        None, ge=0, description="yarn: numerator of the default attention_factor (DeepSeek-V3: 1.0)."
+    )
+    mscale_all_dim: float | None = Field(
+        None,
+        ge=0,
+        description="yarn: denominator of the default attention_factor (DeepSeek-V3: 1.0; its attention's scale "
+        "grows by the same mscale, squared).",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
         {"theta": 500000.0, "rotary_fraction": 0.5, "interleaved": True},
         {"scaling": "llama3", "scaling_factor": 8.0, "original_max_len": 4},
+        {"scaling": "yarn", "scaling_factor": 4.0, "original_max_len": 4, "beta_fast": 8.0},
     )
 
     @model_validator(mode="after")

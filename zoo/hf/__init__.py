@@ -49,6 +49,7 @@ __all__ = [
     "HFExportError",
     "HFImportError",
     "export_checkpoint",
+    "families",
     "family_of",
     "family_table",
     "from_hf",
@@ -77,7 +78,15 @@ def _families() -> dict[str, Family]:
 
 
 FAMILIES: dict[str, Family] = _families()
-"""HF ``model_type`` -> the family that imports it."""
+"""HF ``model_type`` -> the built-in family that imports it (plugins add theirs: :func:`families`)."""
+
+
+def families() -> dict[str, Family]:
+    """HF ``model_type`` -> the family that imports it: the built-in ``FAMILIES``, then those installed plugins
+    register through the ``register_hf_families`` hook (read when first asked, after plugins load)."""
+    from zoo.plugins import hf_families
+
+    return {**FAMILIES, **hf_families()}
 
 
 @dataclass(frozen=True)
@@ -106,11 +115,12 @@ class _Source:
         path = Path(path)
         config = read_config(path)
         model_type = config.get("model_type")
-        if model_type not in FAMILIES:
+        known = families()
+        if model_type not in known:
             raise HFImportError(
-                f"model_type {model_type!r} is not supported; zoo imports {', '.join(FAMILIES)}", source=str(path)
+                f"model_type {model_type!r} is not supported; zoo imports {', '.join(known)}", source=str(path)
             )
-        family = FAMILIES[model_type]
+        family = known[model_type]
         architectures = config.get("architectures") or [family.classes[0]]
         if architectures[0] not in family.classes:
             raise HFImportError(
@@ -207,13 +217,26 @@ def family_table() -> str:
 
 
 def family_of(recipe: Any) -> Family:
-    """The family whose HF model a recipe describes exactly.
+    """The family whose HF model a recipe describes exactly: the one its ``hf_family`` names, else the first
+    that fits (some networks are two families': Phi-3's is Mistral's).
 
     Raises:
-        HFExportError: it fits none; the message says, for each family, what does not fit.
+        HFExportError: it fits none (or not the one it names); the message says what does not fit.
     """
+    known = families()
+    named = getattr(recipe, "hf_family", None)
+    if named is not None:
+        if named not in known:
+            raise HFExportError(f"recipe '{recipe.name}': hf_family {named!r} is not one of {', '.join(known)}")
+        problems = known[named].misfits(recipe)
+        if problems:
+            raise HFExportError(
+                f"recipe '{recipe.name}' names hf_family {named!r} but does not fit it: {'; '.join(problems)} "
+                "(remove hf_family to export as the first family it fits)"
+            )
+        return known[named]
     reasons = {}
-    for family in FAMILIES.values():
+    for family in known.values():
         problems = family.misfits(recipe)
         if not problems:
             return family

@@ -95,6 +95,7 @@ REQUIREMENTS = {
     "head.type": "lm",
     "head.bias": False,
     "head.rescale": False,
+    "head.softcap": None,
 }
 
 

@@ -1,6 +1,9 @@
 """Llama (``LlamaForCausalLM``) and Mixtral (``MixtralForCausalLM``): RMSNorm pre-norm decoders with RoPE
 (half rotation, zoo's default) and grouped-query attention; Llama's FFN is SwiGLU, Mixtral's a top-k
-mixture of SwiGLU experts (``w1`` gate, ``w3`` up, ``w2`` down).
+mixture of SwiGLU experts (``w1`` gate, ``w3`` up, ``w2`` down). ``hidden_act: gelu_pytorch_tanh`` is zoo's
+``geglu`` with ``approximate: tanh``; Mixtral's ``sliding_window`` is the attention's ``window``, while a
+``sliding_window`` on a Llama config is refused (LlamaForCausalLM would ignore it). Mistral, Qwen2, Qwen3 and
+StarCoder2 (``zoo/hf/<family>.py``) reuse these helpers.
 
 Transformers 5 holds Mixtral's experts fused in memory (``mlp.experts.gate_up_proj``, ``down_proj``) but
 ``save_pretrained`` writes the per-expert layout; both import.
@@ -101,6 +104,20 @@ MIXTRAL_DEFAULTS: dict[str, Any] = {
 ROPE_SCALINGS = {"default": "none", "linear": "linear", "llama3": "llama3"}
 """Hugging Face ``rope_type`` -> zoo's rope ``scaling``."""
 
+GATED: dict[str, dict[str, Any]] = {
+    **{act: {"type": ffn} for act, ffn in GATED_FFNS.items()},
+    "gelu_pytorch_tanh": {"type": "geglu", "approximate": "tanh"},
+}
+"""Llama's ``hidden_act`` -> the zoo gated FFN that computes it exactly (without its width)."""
+
+
+def hidden_act(ffn: Any) -> str:
+    """The ``hidden_act`` of a zoo gated FFN (a config or a spec dict): the way back of ``GATED``."""
+    spec = ffn if isinstance(ffn, dict) else ffn.model_dump()
+    if spec["type"] == "geglu" and spec.get("approximate", "none") == "tanh":
+        return "gelu_pytorch_tanh"
+    return ACTS[spec["type"]]
+
 
 LLAMA_OPTIONS = (
     Option(
@@ -120,14 +137,21 @@ LLAMA_OPTIONS = (
     ),
     Option(
         "hidden_act",
-        lambda v: v in GATED_FFNS,
-        f"zoo's gated FFNs apply {', '.join(GATED_FFNS)} exactly ({', '.join(GATED_FFNS.values())})",
+        lambda v: v in GATED,
+        f"zoo's gated FFNs apply {', '.join(GATED)} exactly (swiglu, geglu, reglu, geglu with approximate: tanh)",
     ),
 )
 
+NO_WINDOW = Option(
+    "sliding_window",
+    lambda v: v is None,
+    "LlamaForCausalLM ignores it and attends to every key, so the checkpoint was likely trained with a window "
+    "it does not apply; import it as model_type mistral (MistralForCausalLM applies the window)",
+)
+"""A Mistral-style key on a Llama config: refused rather than imported as full attention."""
+
 MIXTRAL_OPTIONS = (
     *LLAMA_OPTIONS,
-    Option("sliding_window", lambda v: v is None, "zoo's attention has no sliding window"),
     Option(
         "router_jitter_noise",
         lambda v: not v,
@@ -185,20 +209,25 @@ def _attention(config: dict[str, Any], bias: bool) -> dict[str, Any]:
     return {**spec, "bias": bias, "dropout": config["attention_dropout"]}
 
 
-def _recipe(config: dict[str, Any], ffn: dict[str, Any], bias: bool) -> dict[str, Any]:
+def token_embedding(config: dict[str, Any]) -> dict[str, Any]:
+    """The token embedding spec: ``nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)`` as HF has it."""
     pad = config["pad_token_id"]
     embedding: dict[str, Any] = {"type": "token"}
     if pad is not None and 0 <= pad < config["vocab_size"]:
         embedding["padding_idx"] = pad
+    return embedding
+
+
+def _recipe(config: dict[str, Any], ffn: dict[str, Any], bias: bool) -> dict[str, Any]:
     return {
         "architecture": "decoder",
         "vocab_size": config["vocab_size"],
-        "pad_token_id": pad,
+        "pad_token_id": config["pad_token_id"],
         "d_model": config["hidden_size"],
         "num_layers": config["num_hidden_layers"],
         "max_len": config["max_position_embeddings"],
         "norm_position": "pre",
-        "embedding": embedding,
+        "embedding": token_embedding(config),
         "attention": _attention(config, bias),
         "positional": rope_spec(config),
         "norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]},
@@ -208,7 +237,7 @@ def _recipe(config: dict[str, Any], ffn: dict[str, Any], bias: bool) -> dict[str
 
 
 def llama_recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    ffn = {"type": GATED_FFNS[config["hidden_act"]], "hidden": config["intermediate_size"], "bias": config["mlp_bias"]}
+    ffn = {**GATED[config["hidden_act"]], "hidden": config["intermediate_size"], "bias": config["mlp_bias"]}
     return _recipe(config, ffn, bool(config["attention_bias"]))
 
 
@@ -217,16 +246,19 @@ def mixtral_recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] 
         "type": "moe",
         "num_experts": config["num_local_experts"],
         "top_k": config["num_experts_per_tok"],
-        "expert": {"type": GATED_FFNS[config["hidden_act"]], "hidden": config["intermediate_size"]},
+        "expert": {**GATED[config["hidden_act"]], "hidden": config["intermediate_size"]},
         "aux_loss_coef": config["router_aux_loss_coef"],
     }
-    return _recipe(config, ffn, False)
+    recipe = _recipe(config, ffn, False)
+    if config["sliding_window"] is not None:
+        recipe["attention"]["window"] = config["sliding_window"]
+    return recipe
 
 
 ACTS = {ffn: act for act, ffn in GATED_FFNS.items()}
 
 
-def _config(recipe, weights, ffn_type: str, intermediate: str) -> dict[str, Any]:
+def _config(recipe, weights, ffn: Any, intermediate: str) -> dict[str, Any]:
     theta = recipe.positional.theta
     return {
         "vocab_size": recipe.vocab_size,
@@ -236,7 +268,7 @@ def _config(recipe, weights, ffn_type: str, intermediate: str) -> dict[str, Any]
         "num_attention_heads": recipe.attention.num_heads,
         "num_key_value_heads": recipe.attention.num_kv_heads,
         "head_dim": recipe.attention.head_dim_for(recipe.d_model),
-        "hidden_act": ACTS[ffn_type],
+        "hidden_act": hidden_act(ffn),
         "max_position_embeddings": recipe.max_len,
         "rms_norm_eps": recipe.norm.eps,
         "tie_word_embeddings": recipe.head.tie_embeddings,
@@ -252,7 +284,7 @@ def _config(recipe, weights, ffn_type: str, intermediate: str) -> dict[str, Any]
 
 def llama_config(recipe, weights) -> dict[str, Any]:
     return {
-        **_config(recipe, weights, recipe.ffn.type, "blocks.0.ffn.up_proj.weight"),
+        **_config(recipe, weights, recipe.ffn, "blocks.0.ffn.up_proj.weight"),
         "attention_bias": recipe.attention.bias,
         "mlp_bias": recipe.ffn.bias,
     }
@@ -260,12 +292,12 @@ def llama_config(recipe, weights) -> dict[str, Any]:
 
 def mixtral_config(recipe, weights) -> dict[str, Any]:
     return {
-        **_config(recipe, weights, recipe.ffn.expert["type"], "blocks.0.ffn.experts.0.up_proj.weight"),
+        **_config(recipe, weights, recipe.ffn.expert, "blocks.0.ffn.experts.0.up_proj.weight"),
         "num_local_experts": recipe.ffn.num_experts,
         "num_experts_per_tok": recipe.ffn.top_k,
         "router_aux_loss_coef": recipe.ffn.aux_loss_coef,
         "router_jitter_noise": 0.0,
-        "sliding_window": None,
+        "sliding_window": recipe.attention.window,
     }
 
 
@@ -292,14 +324,23 @@ COMMON_REQUIREMENTS = {
     "positional.rotary_fraction": 1.0,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.scale": None,
+    "attention.q_bias": None,  # one attention_bias for all four projections
+    "attention.k_bias": None,
+    "attention.v_bias": None,
+    "attention.o_bias": None,
+    "attention.softcap": None,
+    "attention.qk_norm": None,
+    "attention.rotary": None,
     "norm.type": "rmsnorm",
     "norm.affine": True,
+    "norm.offset": 0.0,  # Gemma's (1 + w) scale
     "head.type": "lm",
     "head.bias": False,
     "head.rescale": False,
+    "head.softcap": None,
 }
 
-LLAMA_REQUIREMENTS = {**COMMON_REQUIREMENTS, "ffn.type": tuple(ACTS)}
+LLAMA_REQUIREMENTS = {**COMMON_REQUIREMENTS, "attention.window": None, "ffn.type": tuple(ACTS)}
 
 MIXTRAL_REQUIREMENTS = {
     **COMMON_REQUIREMENTS,
@@ -307,6 +348,11 @@ MIXTRAL_REQUIREMENTS = {
     "ffn.type": "moe",
     "ffn.shared_expert": None,
     "ffn.expert": _fits_expert,
+    "ffn.normalize": True,  # Mixtral's router: top-k softmax renormalised, no bias, no groups, no scaling
+    "ffn.scoring": "softmax",
+    "ffn.correction_bias": False,
+    "ffn.n_group": 1,
+    "ffn.routed_scaling_factor": 1.0,
 }
 
 
@@ -338,7 +384,7 @@ LLAMA = Family(
     base_prefix="model.",
     head_prefixes=("lm_head.",),
     defaults=LLAMA_DEFAULTS,
-    options=LLAMA_OPTIONS,
+    options=(*LLAMA_OPTIONS, NO_WINDOW),
     rules=LLAMA_RULES,
     ignored=IGNORED,
     requirements=LLAMA_REQUIREMENTS,

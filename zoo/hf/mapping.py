@@ -59,12 +59,14 @@ class Rule:
     """One row of a family's table: HF names <-> zoo names through ``transform``.
 
     ``when``, if given, must hold for the recipe (it tells apart rows that share zoo names, such as T5's
-    plain ``wi`` and gated ``wi_1``, which are both zoo's ``up_proj``).
+    plain ``wi`` and gated ``wi_1``, which are both zoo's ``up_proj``). ``transform`` may also be a function
+    of the recipe that returns the transform, for layouts that depend on the head counts (a fused qkv of
+    unequal parts, or interleaved per head).
     """
 
     hf: str | tuple[str, ...]
     zoo: str | tuple[str, ...]
-    transform: Transform = SAME
+    transform: Transform | Callable[[Any], Transform] = SAME
     when: Callable[[Any], bool] | None = field(default=None, compare=False)
 
     @property
@@ -127,7 +129,8 @@ def links(rules: Iterable[Rule], zoo_names: Iterable[str], recipe: Any) -> tuple
                 if z in covered:
                     raise ValueError(f"two rows map zoo parameter {z}: {covered[z]} and {rule}")
                 covered[z] = rule
-            out.append(Link(tuple(p.format(**bindings) for p in rule.hf_names), zoo, rule.transform))
+            transform = rule.transform if isinstance(rule.transform, Transform) else rule.transform(recipe)
+            out.append(Link(tuple(p.format(**bindings) for p in rule.hf_names), zoo, transform))
     return out, [n for n in names if n not in covered]
 
 
@@ -233,7 +236,10 @@ def misfits(recipe: Any, requirements: Mapping[str, Requirement]) -> list[str]:
         if any(path.startswith(f + ".") for f in failed):
             continue
         if callable(required):
-            message = required(recipe)
+            try:
+                message = required(recipe)
+            except AttributeError as exc:  # a rule of this family's components meets a plugin's (a mixer)
+                message = f"{path}: {exc}"
             if message:
                 problems.append(message)
             continue
@@ -372,9 +378,11 @@ def dtype_name(tensors: Mapping[str, torch.Tensor]) -> str:
 
 CLASSIC_BLOCK: dict[str, Any] = {
     "positional.type": "learned",
+    "positional.offset": 0,  # OPT reads its table two rows on
     "attention.type": "mha",
     "attention.bias": True,
     "attention.scale": None,
+    "attention.window": None,
     "attention.head_dim": default_head_dim,
     "norm.type": "layernorm",
     "norm.bias": True,

@@ -149,11 +149,14 @@ REQUIREMENTS = {
     "attention.type": "mha",
     "attention.bias": False,
     "attention.scale": 1.0,
+    "attention.window": None,
     "norm.type": "rmsnorm",
     "norm.affine": True,
+    "norm.offset": 0.0,
     "ffn": _fits_ffn,
     "head.type": "lm",
     "head.bias": False,
+    "head.softcap": None,
     "head": _fits_head,
 }
 

@@ -94,6 +94,13 @@ class Recipe(StrictNumbers):
         default_factory=list, max_length=MAX_LAYERS, description="Per-layer component overrides."
     )
     expect: Expect | None = None
+    hf_family: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="The Hugging Face model_type `zoo export` writes (Phi-3 is Mistral's network: a Phi-3 recipe "
+        "says phi3); default the first family the recipe fits.",
+    )
     train: TrainConfig = Field(default_factory=TrainConfig, description="How `zoo train` trains the model.")
 
     @field_validator("name")
@@ -188,6 +195,7 @@ class Recipe(StrictNumbers):
             num_channels=self.num_channels,
             pad_token_id=self.pad_token_id,
             init_std=self.init_std,
+            positional=getattr(self.positional, "type", None),
         )
 
 

@@ -15,6 +15,8 @@ from zoo.limits import MAX_SEED, MAX_SIZE
 Objective = Literal["auto", "causal_lm", "masked_lm", "classification", "image_classification", "seq2seq"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 Parallel = Literal["auto", "ddp", "fsdp"]
+Checkpointing = Literal["none", "every", "every_k", "attention"]
+Sharding = Literal["full", "hybrid"]
 
 
 class TrainConfig(BaseModel):
@@ -67,6 +69,25 @@ class TrainConfig(BaseModel):
     parallel: Parallel = Field(
         "auto", description="Under torchrun: ddp, or fsdp (FSDP2) for models too big for one GPU; auto chooses."
     )
+    activation_checkpointing: Checkpointing = Field(
+        "none",
+        description="Recompute activations in the backward instead of keeping them: none; every block (only its "
+        "input is kept); every_k: blocks 0, k, 2k... (k = checkpoint_every); attention: the attentions only "
+        "(selective). Same losses and gradients, less memory, about one more forward pass of what is recomputed.",
+    )
+    checkpoint_every: int | None = Field(
+        None, ge=1, le=MAX_SIZE, description="every_k: checkpoint every this many blocks (k); only with every_k."
+    )
+    fsdp_sharding: Sharding = Field(
+        "full",
+        description="fsdp: full shards weights, gradients and optimizer state over all processes; hybrid shards "
+        "them within a node (LOCAL_WORLD_SIZE processes) and replicates across nodes (HSDP).",
+    )
+    fsdp_offload: bool = Field(
+        False,
+        description="fsdp: keep the sharded weights, gradients and optimizer state in CPU memory (FSDP2 "
+        "CPUOffloadPolicy; the optimizer steps on the CPU); the GPU holds the gathered layers and activations.",
+    )
     mask_prob: float = Field(0.15, gt=0, lt=1, description="Masked LM: share of tokens to predict (80/10/10).")
     val_fraction: float = Field(0.05, gt=0, lt=0.5, description="Share of the data held out for evaluation.")
     eval_interval: int = Field(
@@ -87,4 +108,19 @@ class TrainConfig(BaseModel):
         for i, beta in enumerate(self.betas):
             if not 0 <= beta < 1:
                 raise ValueError(f"betas[{i}] ({beta}) must be in [0, 1)")
+        return self
+
+    @model_validator(mode="after")
+    def _memory_options_fit(self) -> TrainConfig:
+        if self.activation_checkpointing == "every_k" and self.checkpoint_every is None:
+            raise ValueError("activation_checkpointing every_k needs checkpoint_every (k): e.g. checkpoint_every: 2")
+        if self.activation_checkpointing != "every_k" and self.checkpoint_every is not None:
+            raise ValueError(
+                f"checkpoint_every ({self.checkpoint_every}) applies to activation_checkpointing: every_k only, "
+                f"not {self.activation_checkpointing}: set activation_checkpointing: every_k or drop checkpoint_every"
+            )
+        if self.parallel == "ddp" and (self.fsdp_sharding != "full" or self.fsdp_offload):
+            raise ValueError(
+                "fsdp_sharding and fsdp_offload apply to parallel: fsdp (or auto), not ddp: set parallel: fsdp"
+            )
         return self

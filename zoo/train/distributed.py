@@ -103,8 +103,15 @@ def choose_strategy(model: nn.Module, env: Distributed, parallel: str) -> str:
     return "fsdp" if need > 0.8 * torch.cuda.get_device_properties(env.device).total_memory else "ddp"
 
 
-def wrap(model: nn.Module, env: Distributed, strategy: str) -> nn.Module:
-    """The model as the training step calls it: itself, DDP around it, or sharded in place by FSDP2."""
+def wrap(
+    model: nn.Module, env: Distributed, strategy: str, *, sharding: str = "full", offload: bool = False
+) -> nn.Module:
+    """The model as the training step calls it: itself, DDP around it, or sharded in place by FSDP2.
+
+    FSDP2 ``sharding``: ``full`` over every process, or ``hybrid`` (HSDP): sharded within a node of
+    ``LOCAL_WORLD_SIZE`` processes, replicated across nodes. ``offload`` keeps the shards (weights,
+    gradients, optimizer state) in CPU memory (``CPUOffloadPolicy``).
+    """
     if strategy == "none":
         return model
     if strategy == "ddp":
@@ -115,14 +122,41 @@ def wrap(model: nn.Module, env: Distributed, strategy: str) -> nn.Module:
         device_ids = [env.device.index] if env.device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=routed)
     if strategy == "fsdp":
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
+        options: dict[str, Any] = {"mesh": fsdp_mesh(env, sharding)}
+        options["offload_policy"] = (
+            CPUOffloadPolicy(pin_memory=env.device.type == "cuda") if offload else OffloadPolicy()
+        )
         for stack in _stacks(model):
             for block in stack.blocks:
-                fully_shard(block)
-        fully_shard(model)
+                fully_shard(block, **options)
+        fully_shard(model, **options)
         return model
     raise TrainError(f"unknown parallel strategy {strategy!r}")
+
+
+def fsdp_mesh(env: Distributed, sharding: str) -> Any:
+    """The device mesh FSDP2 shards over: 1-D over every process (full), or 2-D (replicate, shard) with one
+    shard group per node of ``LOCAL_WORLD_SIZE`` processes (hybrid).
+
+    Raises:
+        TrainError: an unknown sharding, or a world size that is not a whole number of nodes.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+
+    device = env.device.type
+    if sharding == "full":
+        return init_device_mesh(device, (env.world_size,))
+    if sharding != "hybrid":
+        raise TrainError(f"fsdp_sharding {sharding!r}: choose full or hybrid")
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", env.world_size))
+    if local < 1 or env.world_size % local:
+        raise TrainError(
+            f"fsdp_sharding hybrid shards within a node of LOCAL_WORLD_SIZE ({local}) processes, which must divide "
+            f"the world size ({env.world_size}): start the same number of processes on every node"
+        )
+    return init_device_mesh(device, (env.world_size // local, local), mesh_dim_names=("replicate", "shard"))
 
 
 def _stacks(model: nn.Module) -> list[nn.Module]:

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.architectures.blocks import set_activation_checkpointing
 from zoo.dtypes import dtype_name, parse_dtype
 from zoo.errors import CheckpointError, TrainError, ZooError
 from zoo.recipe import Recipe, load_recipe, positions_fit
@@ -266,6 +267,14 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return None if dtype == torch.float32 else dtype
 
 
+def autocast(device_type: str, dtype: torch.dtype, checkpointing: str = "none") -> torch.autocast:
+    """Autocast to ``dtype``. With activation checkpointing, without autocast's cache of weight casts: the
+    cache keeps a low-precision copy of every weight until the forward ends (2 bytes per parameter in bf16),
+    which checkpointed blocks would otherwise not keep; without checkpointing the backward keeps those
+    copies anyway, and the cache saves casting a weight twice."""
+    return torch.autocast(device_type, dtype=dtype, cache_enabled=checkpointing == "none")
+
+
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """AdamW groups: decay the weights of Linear and Conv layers only; never norms, biases, embeddings.
 
@@ -463,9 +472,13 @@ class Trainer:
             self.recipe, self.model, self.tokenizer, self.data_path, self.seq_len
         )
         self.strategy = dist.choose_strategy(self.model, env, config.parallel)
+        set_activation_checkpointing(self.model, config.activation_checkpointing, config.checkpoint_every)
         if self.strategy != "fsdp":
             self.model.to(env.device)
-        self.wrapped = dist.wrap(self.model, env, self.strategy)  # FSDP2 shards in place onto the device
+        # FSDP2 shards in place onto the device (or, offloaded, keeps the shards in CPU memory)
+        self.wrapped = dist.wrap(
+            self.model, env, self.strategy, sharding=config.fsdp_sharding, offload=config.fsdp_offload
+        )
         fused = env.device.type in ("cuda", "cpu")
         self.optimizer = torch.optim.AdamW(
             parameter_groups(self.model, config.weight_decay),
@@ -618,7 +631,7 @@ class Trainer:
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.env.device.type, dtype=self.amp_dtype)
+        return autocast(self.env.device.type, self.amp_dtype, self.config.activation_checkpointing)
 
     def train_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         """One optimizer step (1-based ``step``): (mean loss, gradient norm, examples or tokens seen)."""

@@ -14,7 +14,8 @@ from zoo.testing import ComponentContract  # noqa: E402
 from zoo_sliding_window import RollingKVCache, SlidingWindowAttention  # noqa: E402
 
 E, H, HKV, D = 32, 4, 2, 8
-GQA_TINY = {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "bias": False}
+# Full attention: zoo's gqa has a `window` option too, which switching the type would otherwise keep.
+GQA_TINY = {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "bias": False, "window": None}
 
 
 def ids(batch: int, length: int, seed: int = 0) -> torch.Tensor:
