@@ -37,7 +37,9 @@ def test_version():
 
 def test_shell_completion_script_and_recipe_names(tmp_path, monkeypatch):
     assert "_zoo_completion" in ok("--show-completion", "bash")
-    assert complete_recipe("gpt") == ["gpt-tiny", "gpt2-small"]
+    assert complete_recipe("gpt2") == ["gpt2-small"]
+    assert {"gpt-tiny", "gpt2-small"} <= set(complete_recipe("gpt"))
+    assert all(name.startswith("gpt") for name in complete_recipe("gpt"))
     (tmp_path / "mine.yaml").write_text("x")
     (tmp_path / "notes.txt").write_text("x")
     (tmp_path / "runs").mkdir()
