@@ -189,6 +189,8 @@ class HyenaOperator(nn.Module):
         )
         self.filter_bias = nn.Parameter(torch.empty(order - 1, d_model, **factory))  # D_j
         self.out_proj = residual_output(nn.Linear(d_model, d_model, bias=bias, **factory))
+        if self.filter_bias.device.type != "meta":
+            self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:

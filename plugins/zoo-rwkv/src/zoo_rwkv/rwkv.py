@@ -208,6 +208,8 @@ class TimeMix(nn.Module):
         self.value = nn.Linear(d_model, a, bias=False, **factory)
         self.receptance = nn.Linear(d_model, a, bias=False, **factory)
         self.output = nn.Linear(a, d_model, bias=False, **factory)
+        if self.time_decay.device.type != "meta":
+            self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -289,6 +291,8 @@ class ChannelMix(nn.Module):
         self.key = nn.Linear(d_model, f, bias=False, **factory)
         self.receptance = nn.Linear(d_model, d_model, bias=False, **factory)
         self.value = nn.Linear(f, d_model, bias=False, **factory)
+        if self.key.weight.device.type != "meta":
+            self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
