@@ -252,16 +252,26 @@ CONFIGS = {
     "llama": "LlamaConfig",
     "mixtral": "MixtralConfig",
 }
-DECODER_FAMILIES = {"gpt2", "llama", "mixtral"}
-"""Families compared as causal LMs (padded logits at their real positions, greedy generation)."""
+KINDS = {
+    "gpt2": "decoder",
+    "bert": "encoder",
+    "vit": "vision",
+    "t5": "seq2seq",
+    "llama": "decoder",
+    "mixtral": "decoder",
+}
+"""How each family is compared: ``decoder`` as a causal LM (padded logits at their real positions, greedy
+generation), ``encoder`` on right-padded rows (last hidden state and the head's output), ``seq2seq`` on a padded
+source (encoder output, logits, greedy generation), ``vision`` on random images."""
 
 # The families added one file each: tests/hf_cases/<family>.py holds its cases (see tests/hf_cases/__init__.py).
 for _cases in hf_cases.modules():
     CASES.update({name: Case(**case) for name, case in _cases.CASES.items()})
     CONFIGS.update(_cases.CONFIGS)
-    DECODER_FAMILIES |= set(_cases.CONFIGS)
+    KINDS.update(dict.fromkeys(_cases.CONFIGS, getattr(_cases, "KIND", "decoder")))
+DECODER_FAMILIES = {family for family, kind in KINDS.items() if kind == "decoder"}
 DECODERS = [name for name, case in CASES.items() if case.family in DECODER_FAMILIES]
-GENERATORS = DECODERS + [name for name, case in CASES.items() if case.family == "t5"]
+GENERATORS = DECODERS + [name for name, case in CASES.items() if KINDS[case.family] == "seq2seq"]
 
 
 @dataclass
@@ -308,36 +318,39 @@ def padded_ids(vocab_size: int, batch: int = 3, length: int = 12) -> tuple[torch
 
 def max_differences(ref: Reference) -> dict[str, float]:
     """Max |HF - zoo| of each output the family compares, on a padded batch (real positions only)."""
-    hf, model, family = ref.hf, ref.model, ref.case.family
+    hf, model, kind = ref.hf, ref.model, KINDS[ref.case.family]
     config = hf.config
     with torch.no_grad():
-        if family == "vit":
+        if kind == "vision":
             size, channels = config.image_size, config.num_channels
             images = torch.randn(3, channels, size, size, generator=torch.Generator().manual_seed(1))
             return {"logits": (hf(pixel_values=images).logits - model(images).logits).abs().max().item()}
         ids, mask = padded_ids(config.vocab_size)
-        if family in DECODER_FAMILIES:
+        if kind == "decoder":
             positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts the real tokens' positions
             expected = hf(input_ids=ids, attention_mask=mask, position_ids=positions).logits
             actual = model(ids, attention_mask=mask, positions=positions).logits
             return {"logits": (expected - actual)[mask.bool()].abs().max().item()}
-        if family == "bert":
+        if kind == "encoder":
             mask[2] = 1
-            mask[2, -7:] = 0  # BERT pads on the right
-            types = torch.randint(0, config.type_vocab_size, ids.shape, generator=torch.Generator().manual_seed(2))
-            out = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
-            zoo_out = model(ids, attention_mask=mask, token_type_ids=types)
+            mask[2, -7:] = 0  # encoders pad on the right
+            types = {}
+            if getattr(config, "type_vocab_size", 0) > 1:
+                g = torch.Generator().manual_seed(2)
+                types = {"token_type_ids": torch.randint(0, config.type_vocab_size, ids.shape, generator=g)}
+            out = hf(input_ids=ids, attention_mask=mask, output_hidden_states=True, **types)
+            zoo_out = model(ids, attention_mask=mask, **types)
             real = mask.bool()
             hidden = (out.hidden_states[-1] - zoo_out.hidden_states)[real].abs().max().item()
-            if ref.case.hf_class == "BertModel":
+            if not hasattr(out, "logits"):  # a bare encoder (BertModel): its pooled output
                 return {"hidden": hidden, "pooled": (out.pooler_output - zoo_out.logits).abs().max().item()}
             logits = out.logits - zoo_out.logits
             return {"hidden": hidden, "logits": (logits[real] if logits.dim() == 3 else logits).abs().max().item()}
-        # t5: padded source, full target starting with the decoder start token
+        # seq2seq: padded source, full target starting with the decoder start token
         mask[2] = 1
         mask[2, -6:] = 0
         target = torch.randint(1, config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
-        target[:, 0] = config.pad_token_id
+        target[:, 0] = decoder_start(config)
         out = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target)
         zoo_out = model(ids, target, attention_mask=mask)
         encoder = (out.encoder_last_hidden_state - zoo_out.encoder_hidden)[mask.bool()].abs().max().item()
@@ -353,6 +366,12 @@ def test_outputs_match_on_padded_batches(ref):
     assert all(d < TOLERANCE for d in differences.values()), differences
 
 
+def decoder_start(config: Any) -> int:
+    """The token a seq2seq decoder starts from: the config's ``decoder_start_token_id``, else (T5) the pad id."""
+    start = getattr(config, "decoder_start_token_id", None)
+    return config.pad_token_id if start is None else start
+
+
 def greedy_hf(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     config = copy.deepcopy(hf.generation_config)
     config.do_sample, config.max_new_tokens = False, NEW_TOKENS
@@ -360,7 +379,7 @@ def greedy_hf(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     # from the model's own generation config, so the model's is replaced.)
     config.eos_token_id, config.pad_token_id = None, 0
     if hf.config.is_encoder_decoder:
-        config.decoder_start_token_id = hf.config.pad_token_id
+        config.decoder_start_token_id = decoder_start(hf.config)
     hf.generation_config = config
     with torch.no_grad():
         return hf.generate(ids, attention_mask=torch.ones_like(ids))
@@ -455,15 +474,16 @@ def test_round_trip_gives_back_the_checkpoint_bit_for_bit(ref, tmp_path):
     reloaded = type(ref.hf).from_pretrained(tmp_path).eval()
     assert type(reloaded) is type(ref.hf)
     assert sum(p.numel() for p in reloaded.parameters()) == sum(p.numel() for p in ref.hf.parameters())
-    inputs = {"input_ids": padded_ids(ref.hf.config.vocab_size)[0]} if ref.case.family != "vit" else {}
-    if ref.case.family == "vit":
+    kind = KINDS[ref.case.family]
+    inputs = {"input_ids": padded_ids(ref.hf.config.vocab_size)[0]} if kind != "vision" else {}
+    if kind == "vision":
         size = ref.hf.config.image_size
         inputs["pixel_values"] = torch.randn(2, ref.hf.config.num_channels, size, size)
-    if ref.case.family == "t5":
+    if kind == "seq2seq":
         inputs["decoder_input_ids"] = inputs["input_ids"][:, :5]
     with torch.no_grad():
         expected, actual = ref.hf(**inputs), reloaded(**inputs)
-    key = "pooler_output" if ref.case.hf_class == "BertModel" else "logits"
+    key = "logits" if hasattr(expected, "logits") else "pooler_output"
     assert torch.equal(expected[key], actual[key])
 
 

@@ -8,6 +8,7 @@ looks at it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -221,12 +222,25 @@ def _size(n: int) -> str:
     raise AssertionError  # unreachable
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: a module tree makes no cycles to collect, and with tens of
+    thousands of modules (deepseek-v3's 14,848 experts) the collector's passes took half the build time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _assemble(recipe: Recipe, registry: Registry, device: torch.device, dtype: torch.dtype | None) -> nn.Module:
     """The module tree of ``recipe`` on ``device`` (weights not yet initialised), provenance recorded."""
     maker = _Maker(registry)
     architecture = registry.get("architecture", recipe.architecture)
     skip_init = _SkipInitOnMeta() if device.type == "meta" else contextlib.nullcontext()
-    with device, _default_dtype(dtype), skip_init:
+    with device, _default_dtype(dtype), skip_init, _collector_paused():
         model = _call_factory(
             f"architecture '{recipe.architecture}'", architecture.plugin, lambda: architecture.factory(recipe, maker)
         )
