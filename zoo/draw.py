@@ -397,16 +397,33 @@ def _widths(m: Any, module: Any) -> str:
     return f"{text}, {activation}" if isinstance(activation, str) else text
 
 
+def _stacked_expert(spec: dict, ctx: Any) -> Any:
+    """The provenance-like (name, config, ctx) of an MoE's expert spec, for experts held stacked."""
+    from types import SimpleNamespace
+
+    from zoo.plugins import get_registry
+
+    config = get_registry().get("ffn", spec["type"]).config.model_validate(spec)
+    return SimpleNamespace(name=spec["type"], config=config, ctx=ctx)
+
+
 def _ffn_label(path: str, m: Any, model: Any, made: dict) -> Label:
     module = model.get_submodule(path)
     cfg = m.config
     experts = [(p, e) for p, e in made.items() if e.nested and p.startswith(f"{path}.experts.")]
-    if experts and hasattr(cfg, "num_experts") and hasattr(cfg, "top_k"):
-        p, e = experts[0]
-        lines = [
-            f"router: top-{cfg.top_k} of {cfg.num_experts} experts",
-            f"expert: {e.name} {_widths(e, model.get_submodule(p))}",
-        ]
+    stacked = getattr(module, "experts", None)
+    stacked = stacked if hasattr(stacked, "per_expert") else None  # GroupedExperts: one tensor for all
+    if (experts or stacked is not None) and hasattr(cfg, "num_experts") and hasattr(cfg, "top_k"):
+        if stacked is not None:
+            expert = _stacked_expert(cfg.expert, m.ctx)
+            E, H = m.ctx.d_model, stacked.hidden
+            activation = getattr(expert.config, "activation", None)
+            widths = f"{E} → {H} → {E}" + (f", {activation}" if isinstance(activation, str) else "")
+            expert_line = f"expert: {expert.name} {widths}"
+        else:
+            p, e = experts[0]
+            expert_line = f"expert: {e.name} {_widths(e, model.get_submodule(p))}"
+        lines = [f"router: top-{cfg.top_k} of {cfg.num_experts} experts", expert_line]
         shared = [(p, e) for p, e in made.items() if e.nested and p == f"{path}.shared_expert"]
         if shared:
             p, e = shared[0]

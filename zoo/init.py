@@ -8,6 +8,8 @@ The contract, applied by ``zoo.build`` after the architecture built its modules 
    ``init_std`` names ``init_std`` in its factory's signature and uses it in ``reset_parameters``.
 2. **The architecture fills in the rest**: weights of ``nn.Linear``, ``nn.Conv*`` and ``nn.Embedding`` get
    N(0, init_std), their biases zero, an embedding's padding row zero; norms keep their ones and zeros.
+   A module that holds stacked weights (an MoE's ``GroupedExperts``: one tensor for all experts) defines
+   ``fill_weights(std, residual_std)``, which this rule calls.
 3. **Scaled residual outputs** (GPT-2): a projection that writes a sub-layer's output into the residual
    stream is marked by its component with :func:`residual_output`; under rule 2 its weight gets
    ``init_std / sqrt(2 * num_layers)``, so the residual stream's variance does not grow with depth.
@@ -66,3 +68,5 @@ def init_weights(model: nn.Module, components: set[str], *, std: float, num_laye
                 module.weight[module.padding_idx].zero_()
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
+        elif callable(getattr(module, "fill_weights", None)):
+            module.fill_weights(std, residual_std)

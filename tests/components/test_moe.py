@@ -82,15 +82,24 @@ class TestMoE:
         torch.testing.assert_close(probs, logits.softmax(dim=-1))
 
     def test_each_expert_sees_only_its_tokens(self):
-        m = make_moe(num_experts=4, top_k=2)
-        for e in range(4):
-            m.experts[e] = CountingFFN(m.experts[e])
+        torch.manual_seed(0)
+        m = MoE(D, num_experts=4, top_k=2, expert=lambda: CountingFFN(GatedMLP(D, hidden=12)))
+        assert isinstance(m.experts, nn.ModuleList)  # a module zoo cannot stack: built one by one
         x = torch.randn(3, 7, D)
         _, indices, _ = m.route(x)
         m(x)
         rows = [expert.rows for expert in m.experts]
         assert rows == [int((indices == e).sum()) for e in range(4)]
         assert sum(rows) == 3 * 7 * 2  # T * k rows in all, not T * num_experts
+
+    def test_each_stacked_expert_sees_only_its_tokens(self):
+        m = make_moe(num_experts=4, top_k=2)
+        rows = [0] * 4
+        m.experts.register_forward_hook(lambda mod, args, out: rows.__setitem__(args[1], rows[args[1]] + len(args[0])))
+        x = torch.randn(3, 7, D)
+        _, indices, _ = m.route(x)
+        m(x)
+        assert rows == [int((indices == e).sum()) for e in range(4)]
 
     def test_shared_expert_is_added_for_every_token(self):
         m = make_moe(shared_expert=lambda: MLP(D, hidden=6))
@@ -111,18 +120,58 @@ class TestMoE:
     def test_parameter_count_and_names(self):
         m = make_moe(num_experts=4)
         assert n_params(m) == D * 4 + 4 * n_params(GatedMLP(D, hidden=12))
-        names = [n for n, _ in m.named_parameters()]
-        assert names[:4] == [
-            "router.weight",
-            "experts.0.gate_proj.weight",
-            "experts.0.up_proj.weight",
-            "experts.0.down_proj.weight",
-        ]
-        assert names[-1] == "experts.3.down_proj.weight"
+        shapes = {n: tuple(p.shape) for n, p in m.named_parameters()}
+        assert shapes == {"router.weight": (4, D), "experts.gate_up_proj": (4, 24, D), "experts.down_proj": (4, D, 12)}
+        biased = MoE(D, num_experts=3, top_k=1, expert=lambda: MLP(D, hidden=6))
+        shapes = {n: tuple(p.shape) for n, p in biased.named_parameters()}
+        assert shapes == {
+            "router.weight": (3, D),
+            "experts.up_proj": (3, 6, D),
+            "experts.down_proj": (3, D, 6),
+            "experts.up_bias": (3, 6),
+            "experts.down_bias": (3, D),
+        }
+        assert n_params(biased) == D * 3 + 3 * n_params(MLP(D, hidden=6))
 
     def test_experts_are_independent(self):
         m = make_moe(num_experts=2)
-        assert not torch.equal(m.experts[0].up_proj.weight, m.experts[1].up_proj.weight)
+        assert not torch.equal(m.experts.gate_up_proj[0], m.experts.gate_up_proj[1])
+
+    @pytest.mark.parametrize(
+        "expert", [lambda: GatedMLP(D, hidden=12, bias=True), lambda: MLP(D, hidden=6, activation="relu")]
+    )
+    def test_a_stacked_expert_computes_what_its_own_module_does(self, expert):
+        torch.manual_seed(2)
+        m = MoE(D, num_experts=3, top_k=2, expert=expert)
+        x = torch.randn(2, 5, D)
+        for e in range(3):
+            alone = expert()
+            with torch.no_grad():
+                for name, p in alone.named_parameters():
+                    p.copy_(m.experts.per_expert()[f"{e}.{name}"])
+            torch.testing.assert_close(m.experts[e](x), alone(x), rtol=1e-6, atol=1e-6)
+
+    def test_a_checkpoint_with_one_module_per_expert_loads_into_the_stacked_layout(self):
+        old = MoE(D, num_experts=3, top_k=2, expert=lambda: CountingFFN(GatedMLP(D, hidden=12)))
+        state = {n.replace(".inner.", "."): t for n, t in old.state_dict().items()}
+        assert "experts.2.gate_proj.weight" in state
+        new = make_moe(num_experts=3, top_k=2)
+        new.load_state_dict(state)
+        x = torch.randn(2, 5, D)
+        torch.testing.assert_close(new(x), old(x))
+        with pytest.raises(RuntimeError, match=r"Missing key\(s\).*experts\.2\.down_proj\.weight"):
+            new.load_state_dict({n: t for n, t in state.items() if n != "experts.2.down_proj.weight"})
+
+    def test_zoo_init_of_stacked_experts_is_the_linear_layers_init(self):
+        import zoo
+
+        model = zoo.build("moe-tiny")
+        experts = model.blocks[1].ffn.experts
+        assert isinstance(experts, moe.GroupedExperts)
+        std, layers = model.recipe.init_std, model.recipe.num_layers
+        first = experts.gate_up_proj if experts.gated else experts.up_proj
+        assert abs(first.std().item() - std) < 0.1 * std
+        assert abs(experts.down_proj.std().item() - std / (2 * layers) ** 0.5) < 0.1 * std / (2 * layers) ** 0.5
 
     def test_aux_loss_of_uniform_router_is_the_coefficient(self):
         m = make_moe(num_experts=4, top_k=2, aux_loss_coef=0.05)
@@ -250,3 +299,13 @@ class TestMoEConfig:
     def test_extra_key_forbidden(self):
         with pytest.raises(ValidationError, match=r"experts\n  Extra inputs are not permitted"):
             MoEConfig(num_experts=2, top_k=1, experts={"type": "mlp"})
+
+
+def test_deepseek_v3_builds_as_a_few_modules_per_layer_not_one_per_expert_projection():
+    """14,848 routed experts held stacked: the meta build has about 20 modules a layer instead of 75,000 in all,
+    which is what keeps `zoo summary deepseek-v3` to seconds and a few hundred MB."""
+    import zoo
+
+    model = zoo.build("deepseek-v3", device="meta")
+    assert zoo.count_parameters(model) == 671_026_404_352
+    assert sum(1 for _ in model.modules()) < 40 * model.recipe.num_layers

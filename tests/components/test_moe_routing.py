@@ -90,11 +90,8 @@ class TestQwen2MoE:
         m = make_moe(num_experts=6, top_k=2, normalize=False, shared_expert=shared(10), shared_expert_gate=True)
         with torch.no_grad():
             m.router.weight.copy_(hf.gate.weight)
-            for e, expert in enumerate(m.experts):
-                gate, up = hf.experts.gate_up_proj[e].chunk(2, dim=0)
-                expert.gate_proj.weight.copy_(gate)
-                expert.up_proj.weight.copy_(up)
-                expert.down_proj.weight.copy_(hf.experts.down_proj[e])
+            m.experts.gate_up_proj.copy_(hf.experts.gate_up_proj)  # the same stacked layout
+            m.experts.down_proj.copy_(hf.experts.down_proj)
             for p in ("gate", "up", "down"):
                 getattr(m.shared_expert, f"{p}_proj").weight.copy_(getattr(hf.shared_expert, f"{p}_proj").weight)
             m.shared_expert_gate.weight.copy_(hf.shared_expert_gate.weight)
@@ -184,11 +181,8 @@ class TestDeepSeekRouting:
         with torch.no_grad():
             m.router.weight.copy_(hf.gate.weight)
             m.e_score_correction_bias.copy_(hf.gate.e_score_correction_bias)
-            for e, expert in enumerate(m.experts):
-                gate, up = hf.experts.gate_up_proj[e].chunk(2, dim=0)
-                expert.gate_proj.weight.copy_(gate)
-                expert.up_proj.weight.copy_(up)
-                expert.down_proj.weight.copy_(hf.experts.down_proj[e])
+            m.experts.gate_up_proj.copy_(hf.experts.gate_up_proj)  # the same stacked layout
+            m.experts.down_proj.copy_(hf.experts.down_proj)
             for p in ("gate", "up", "down"):
                 getattr(m.shared_expert, f"{p}_proj").weight.copy_(getattr(hf.shared_experts, f"{p}_proj").weight)
         x = torch.randn(3, 7, D)

@@ -16,12 +16,17 @@ scales by 2.5.
 
 The experts are ordinary FFN modules (anything mapping ``(N, L, E) -> (N, L, E)`` position-wise), so an
 MoE is usable without zoo: ``MoE(64, num_experts=4, top_k=2, expert=lambda: GatedMLP(64, hidden=128))``.
+Experts that are zoo's own MLP or gated FFN (``mlp``, ``swiglu``, ``geglu``, ...) are held stacked, one tensor
+per projection for all experts (:class:`GroupedExperts`, the layout of transformers 5): a layer of 256 experts
+is 2 to 4 parameters, not 768 modules, so DeepSeek-V3's 14,848 experts build on the meta device in a moment.
+Any other expert module is built ``num_experts`` times into an ``nn.ModuleList``.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, ClassVar, Literal
 
 import torch
@@ -29,6 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 
+from zoo.components.ffn import MLP, GatedMLP
 from zoo.config import BuildContext, ComponentConfig, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.hookspecs import hookimpl
@@ -76,6 +82,155 @@ def _build_expert(
     with torch.device(device) if device is not None else contextlib.nullcontext():
         module = expert()
     return module if dtype is None else module.to(dtype=dtype)
+
+
+class GroupedExperts(nn.Module):
+    """``num_experts`` FFNs of one shape, each projection's weights stacked into one tensor.
+
+    Gated experts (``down(act(gate(x)) * up(x))``) hold ``gate_up_proj`` (X, 2H, E), each expert's gate rows
+    then its up rows, and ``down_proj`` (X, E, H); plain MLP experts (``down(act(up(x)))``) hold ``up_proj``
+    (X, H, E) and ``down_proj`` (X, E, H). With biases: ``gate_up_bias`` (X, 2H) or ``up_bias`` (X, H), and
+    ``down_bias`` (X, E). Each slice is the ``nn.Linear`` weight (out, in) of one expert, so expert ``e``
+    computes exactly what its own module would.
+
+    ``experts[e]`` is expert ``e`` as a function of ``(..., E)``; :meth:`per_expert` names each expert's
+    weights as the module layout does (``3.gate_proj.weight``, a view), which is how checkpoint tables and
+    zoo checkpoints written with one module per expert read and write this layout.
+
+    Args:
+        num_experts: X.
+        d_model: E.
+        hidden: H.
+        activation: the activation module (applied to the gate, or to the up projection).
+        gated: a gated FFN (three projections) rather than a two-layer MLP.
+        bias: biases on the projections.
+    """
+
+    def __init__(
+        self,
+        num_experts: int,
+        d_model: int,
+        hidden: int,
+        *,
+        activation: nn.Module,
+        gated: bool,
+        bias: bool,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        X, E, H = num_experts, d_model, hidden
+        self.num_experts, self.d_model, self.hidden, self.gated = X, E, H, gated
+        self.first = "gate_up_proj" if gated else "up_proj"
+        rows = 2 * H if gated else H
+        self.register_parameter(self.first, nn.Parameter(torch.empty(X, rows, E, **factory)))
+        self.down_proj = nn.Parameter(torch.empty(X, E, H, **factory))
+        first_bias = nn.Parameter(torch.empty(X, rows, **factory)) if bias else None
+        self.register_parameter("gate_up_bias" if gated else "up_bias", first_bias)
+        self.down_bias = nn.Parameter(torch.empty(X, E, **factory)) if bias else None
+        self.act = activation
+        if self.down_proj.device.type != "meta":
+            self.reset_parameters()
+
+    @classmethod
+    def of(cls, expert: nn.Module, num_experts: int, **factory: Any) -> GroupedExperts | None:
+        """``num_experts`` experts shaped like the module ``expert`` (a zoo ``MLP`` or ``GatedMLP`` without
+        dropout), or None for any other module."""
+        if type(expert) not in (MLP, GatedMLP) or not isinstance(expert.dropout, nn.Identity):
+            return None
+        up = expert.up_proj
+        return cls(
+            num_experts,
+            up.in_features,
+            up.out_features,
+            activation=expert.act,
+            gated=isinstance(expert, GatedMLP),
+            bias=up.bias is not None,
+            **factory,
+        )
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """What each expert's ``nn.Linear`` layers would get: uniform within ``1 / sqrt(fan_in)``."""
+        for weight, bias, fan_in in self._projections():
+            bound = 1 / math.sqrt(fan_in)
+            nn.init.uniform_(weight, -bound, bound)
+            if bias is not None:
+                nn.init.uniform_(bias, -bound, bound)
+
+    @torch.no_grad()
+    def fill_weights(self, std: float, residual_std: float) -> None:
+        """zoo's init of experts' linear layers: N(0, std), the down projection N(0, residual_std), biases 0."""
+        for weight, bias, _ in self._projections():
+            nn.init.normal_(weight, 0.0, residual_std if weight is self.down_proj else std)
+            if bias is not None:
+                nn.init.zeros_(bias)
+
+    def _projections(self) -> Iterator[tuple[torch.Tensor, torch.Tensor | None, int]]:
+        """(weight, bias, fan_in) of the first and the down projection."""
+        yield getattr(self, self.first), getattr(self, self.first.replace("_proj", "_bias")), self.d_model
+        yield self.down_proj, self.down_bias, self.hidden
+
+    def forward(self, x: torch.Tensor, e: int) -> torch.Tensor:
+        """Expert ``e`` on ``x`` (..., E) -> (..., E)."""
+        first = getattr(self, self.first)[e]
+        first_bias = getattr(self, self.first.replace("_proj", "_bias"))
+        h = F.linear(x, first, None if first_bias is None else first_bias[e])  # (..., 2H) or (..., H)
+        if self.gated:
+            gate, up = h.chunk(2, dim=-1)
+            h = self.act(gate) * up  # (..., H)
+        else:
+            h = self.act(h)
+        return F.linear(h, self.down_proj[e], None if self.down_bias is None else self.down_bias[e])
+
+    def __getitem__(self, e: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        if not -self.num_experts <= e < self.num_experts:
+            raise IndexError(f"expert {e} of {self.num_experts}")
+        return lambda x: self(x, e % self.num_experts)
+
+    def __len__(self) -> int:
+        return self.num_experts
+
+    def __iter__(self) -> Iterator[Callable[[torch.Tensor], torch.Tensor]]:
+        return (self[e] for e in range(self.num_experts))
+
+    def per_expert(self) -> dict[str, torch.Tensor]:
+        """Each expert's weights under the names one module per expert has (``0.up_proj.weight``, ...), as
+        views of the stacked tensors (writing into one writes the stacked tensor)."""
+        H, out = self.hidden, {}
+        first, first_bias = getattr(self, self.first), getattr(self, self.first.replace("_proj", "_bias"))
+        for e in range(self.num_experts):
+            if self.gated:
+                out[f"{e}.gate_proj.weight"], out[f"{e}.up_proj.weight"] = first[e, :H], first[e, H:]
+                if first_bias is not None:
+                    out[f"{e}.gate_proj.bias"], out[f"{e}.up_proj.bias"] = first_bias[e, :H], first_bias[e, H:]
+            else:
+                out[f"{e}.up_proj.weight"] = first[e]
+                if first_bias is not None:
+                    out[f"{e}.up_proj.bias"] = first_bias[e]
+            out[f"{e}.down_proj.weight"] = self.down_proj[e]
+            if self.down_bias is not None:
+                out[f"{e}.down_proj.bias"] = self.down_bias[e]
+        return out
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        # A checkpoint written with one module per expert (zoo before the stacked layout): stack it.
+        if f"{prefix}0.down_proj.weight" in state_dict and f"{prefix}down_proj" not in state_dict:
+            names = self.per_expert()
+            for name in names:
+                if f"{prefix}{name}" not in state_dict:
+                    missing.append(f"{prefix}{name}")
+            with torch.no_grad():
+                for name, view in names.items():
+                    if f"{prefix}{name}" in state_dict:
+                        view.copy_(state_dict.pop(f"{prefix}{name}"))
+            return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
+
+    def extra_repr(self) -> str:
+        kind = "gated" if self.gated else "mlp"
+        return f"num_experts={self.num_experts}, {kind} {self.d_model} -> {self.hidden} -> {self.d_model}"
 
 
 class MoE(nn.Module):
@@ -164,7 +319,14 @@ class MoE(nn.Module):
         # holds it as one. float32 whatever the model's dtype, as the scores it is added to.
         bias = torch.zeros(num_experts, device=device, dtype=torch.float32) if correction_bias else None
         self.register_buffer("e_score_correction_bias", bias)
-        self.experts = nn.ModuleList(_build_expert(expert, device, dtype) for _ in range(num_experts))
+        # zoo's own FFNs as experts are stacked (one tensor per projection); others are built one by one.
+        # The first expert is built on the meta device only to read its shape.
+        self.experts: GroupedExperts | nn.ModuleList
+        grouped = GroupedExperts.of(_build_expert(expert, "meta", dtype), num_experts, device=device, dtype=dtype)
+        if grouped is not None:
+            self.experts = grouped
+        else:
+            self.experts = nn.ModuleList(_build_expert(expert, device, dtype) for _ in range(num_experts))
         # A shared expert is a whole FFN whose output is added, so nn.Identity (which would add x) cannot
         # stand for "none", and a zero-returning module would waste a pass. None keeps it out of the
         # parameters; forward tests it on this constructor constant, which torch.compile resolves while
@@ -231,10 +393,14 @@ class MoE(nn.Module):
         weights, indices, probs = self.route(tokens)  # (T, k), (T, k), (T, X)
         weights = weights.to(x.dtype)
         out = torch.zeros_like(tokens)  # (T, E)
-        for e, expert in enumerate(self.experts):
+        grouped = isinstance(self.experts, GroupedExperts)
+        for e in range(self.num_experts):
             # The (token, slot) pairs routed to e; their count is data-dependent, hence nonzero.
             token, slot = torch.nonzero(indices == e, as_tuple=True)  # (T_e,), (T_e,)
-            y = expert(tokens[token].unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
+            if grouped:
+                y = self.experts(tokens[token], e)  # (T_e, E)
+            else:
+                y = self.experts[e](tokens[token].unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
             # A token picks an expert at most once, so `token` has no repeats and the add is deterministic.
             out.index_add_(0, token, y * weights[token, slot, None])
         out = out.view_as(x)  # (N, L, E)

@@ -135,10 +135,20 @@ def links(rules: Iterable[Rule], zoo_names: Iterable[str], recipe: Any) -> tuple
 
 
 def zoo_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The model's weights, each stored tensor once: a tied head is its embedding, so it is left out."""
+    """The model's weights, each stored tensor once: a tied head is its embedding, so it is left out.
+
+    Stacked experts (``GroupedExperts``) appear expert by expert (``ffn.experts.3.up_proj.weight``, views of
+    the stacked tensors), as the tables name them: checkpoints hold one tensor per expert and projection."""
+    from zoo.components.moe import GroupedExperts
+
     state = dict(model.named_parameters())
     persistent = set(model.state_dict(keep_vars=True))
     state.update((n, b) for n, b in model.named_buffers() if n in persistent)
+    for path, module in model.named_modules():
+        if isinstance(module, GroupedExperts):
+            for name, _ in module.named_parameters():
+                del state[f"{path}.{name}"]
+            state.update((f"{path}.{name}", view) for name, view in module.per_expert().items())
     return state
 
 
