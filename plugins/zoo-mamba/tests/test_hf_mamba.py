@@ -73,6 +73,52 @@ CASES = {
             layer_norm_epsilon=1e-6,
         ),
     ),
+    "jamba-attention-moe": (
+        "JambaConfig",
+        "JambaForCausalLM",
+        dict(
+            vocab_size=96,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_experts=4,
+            num_experts_per_tok=2,
+            attn_layer_period=4,
+            attn_layer_offset=2,
+            expert_layer_period=2,
+            expert_layer_offset=1,
+            mamba_d_state=8,
+            mamba_dt_rank=4,
+        ),
+    ),
+    "jamba-mqa-tied-biased-dense-first": (
+        "JambaConfig",
+        "JambaForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=24,
+            intermediate_size=40,
+            num_hidden_layers=5,
+            num_attention_heads=3,
+            num_key_value_heads=1,
+            num_experts=3,
+            num_experts_per_tok=1,
+            attn_layer_period=2,
+            attn_layer_offset=0,  # attention first, then every second layer
+            expert_layer_period=3,
+            expert_layer_offset=2,
+            mamba_d_state=4,
+            mamba_d_conv=3,
+            mamba_expand=3,
+            mamba_dt_rank="auto",
+            mamba_conv_bias=False,
+            mamba_proj_bias=True,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=True,
+        ),
+    ),
 }
 
 
@@ -162,7 +208,7 @@ def test_an_option_zoo_cannot_reproduce_is_refused(tmp_path):
         hf_recipe(tmp_path)
 
 
-@pytest.mark.parametrize("model_type", ["mamba", "mamba2"])
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "jamba"])
 def test_every_config_attribute_is_read_checked_or_named(model_type):
     family = families()[model_type]
     attributes = set(transformers.AutoConfig.for_model(model_type).to_dict())
@@ -213,6 +259,34 @@ PUBLISHED = {
 }
 
 
+PUBLISHED["jamba-v0.1"] = (
+    # ai21labs/Jamba-v0.1/config.json (the network's keys; they are JambaConfig's defaults)
+    "JambaConfig",
+    dict(
+        vocab_size=65536,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_experts=16,
+        num_experts_per_tok=2,
+        attn_layer_period=8,
+        attn_layer_offset=4,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_dt_rank=256,
+        mamba_conv_bias=True,
+        mamba_proj_bias=False,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    ),
+)
+
+
 @pytest.mark.parametrize("recipe", sorted(PUBLISHED))
 def test_named_recipe_has_the_published_parameter_count(recipe):
     config_class, config = PUBLISHED[recipe]
@@ -221,5 +295,32 @@ def test_named_recipe_has_the_published_parameter_count(recipe):
     expected = sum(p.numel() for p in hf.parameters())
     model = zoo.build(recipe, device="meta")
     assert zoo.count_parameters(model) == expected == model.recipe.expect.parameters
-    assert families()[model.recipe.attention.type].misfits(model.recipe) == []
-    assert math.isclose(expected / 1e6, {"mamba-130m": 129.1, "mamba2-130m": 129.0}[recipe], abs_tol=0.05)
+    family = "jamba" if recipe.startswith("jamba") else model.recipe.attention.type
+    assert families()[family].misfits(model.recipe) == []
+    millions = {"mamba-130m": 129.1, "mamba2-130m": 129.0, "jamba-v0.1": 51570.3}[recipe]
+    assert math.isclose(expected / 1e6, millions, abs_tol=0.05)
+
+
+def test_jamba_tiny_exports_as_jamba_and_transformers_gives_the_same_logits(tmp_path):
+    torch.manual_seed(0)
+    model = zoo.build("jamba-tiny").eval()
+    out = to_hf(model, tmp_path)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(hf).__name__ == "JambaForCausalLM"
+    assert hf.config.layers_block_type == ["mamba", "mamba", "attention", "mamba"]
+    assert hf.config.layers_num_experts == [1, 4, 1, 4]
+    x = torch.randint(1, 256, (2, 17), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        assert (model(x).logits - hf(x).logits).abs().max() <= 1e-4
+
+
+def test_a_hybrid_jamba_cannot_say_is_refused_by_layer():
+    attention = {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "bias": False}
+    recipe = zoo.load_recipe("jamba-tiny", layers=[{"select": [1, 2], "attention": attention}])
+    problems = families()["jamba"].misfits(recipe)
+    assert problems == ["the attention layers [1, 2] are not every k-th layer from one below k (Jamba's pattern)"]
+    # the same network said another way fits: multi-head attention is GQA with as many KV heads as heads
+    mha = {"type": "mha", "num_heads": 4, "bias": False}
+    assert families()["jamba"].misfits(zoo.load_recipe("jamba-tiny", layers=[{"select": 2, "attention": mha}])) == []
+    recipe = zoo.load_recipe("jamba-tiny", **{"attention.inner_norms": False})
+    assert families()["jamba"].misfits(recipe) == ["layer 0's attention (attention): inner_norms=False (Jamba: True)"]

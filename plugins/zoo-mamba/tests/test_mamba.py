@@ -166,5 +166,5 @@ def test_zoo_plugins_lists_what_the_package_registered():
     info = next(p for p in plugins() if p.name == "zoo-mamba")
     assert info.ok and info.api == 1
     assert info.registered == {"attention": ["mamba", "mamba2"], "ffn": ["none"]}
-    assert info.hf_families == ["mamba", "mamba2"]
-    assert {"mamba-130m", "mamba2-130m", "mamba-tiny", "mamba2-tiny", "jamba-tiny"} <= set(info.recipes)
+    assert info.hf_families == ["mamba", "mamba2", "jamba"]
+    assert {"mamba-130m", "mamba2-130m", "mamba-tiny", "mamba2-tiny", "jamba-tiny", "jamba-v0.1"} <= set(info.recipes)

@@ -55,5 +55,6 @@ def register_recipes():
 @zoo.hookimpl
 def register_hf_families():
     from .hf import MAMBA, MAMBA2
+    from .jamba import JAMBA
 
-    return [MAMBA, MAMBA2]
+    return [MAMBA, MAMBA2, JAMBA]

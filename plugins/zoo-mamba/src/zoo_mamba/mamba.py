@@ -5,6 +5,7 @@ One layer, for an input ``x`` (N, L, E), as transformers' ``MambaMixer`` compute
     u, z   = split(in_proj(x))                     (N, L, I) each, I = expand * E
     u      = silu(causal_depthwise_conv(u))        kernel K
     dt, B, C = split(x_proj(u))                    rank R, state S, state S
+    dt, B, C = rms(dt), rms(B), rms(C)             only with inner_norms (Jamba's Mamba layers)
     delta  = softplus(dt_proj(dt))                 (N, L, I)
     h_t    = exp(delta_t A) * h_(t-1) + delta_t B_t u_t      A = -exp(A_log): (I, S), h: (N, I, S)
     y_t    = C_t . h_t + D * u_t
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from zoo.components.norm import RMSNorm
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
@@ -106,6 +108,8 @@ class Mamba(nn.Module):
         time_step_rank: R, the rank of the step-size projection; None means ceil(E / 16).
         bias: biases in in_proj and out_proj. conv_bias: a bias in the convolution.
         dt_min, dt_max, dt_floor: the range of the initial step sizes (Mamba's dt init).
+        inner_norms: RMSNorm (with a weight) on dt, B and C after ``x_proj`` (Jamba's ``dt_layernorm``,
+            ``b_layernorm``, ``c_layernorm``); ``norm_eps`` is their epsilon.
         init_std, num_layers: the recipe's init (projections; out_proj scaled by 1/sqrt(2 * num_layers)).
         causal, cross: what the stack asks for; Mamba is a causal self-mixer only.
     """
@@ -124,6 +128,8 @@ class Mamba(nn.Module):
         dt_min: float = 0.001,
         dt_max: float = 0.1,
         dt_floor: float = 1e-4,
+        inner_norms: bool = False,
+        norm_eps: float = 1e-6,
         init_std: float = 0.02,
         num_layers: int = 1,
         causal: bool = True,
@@ -148,6 +154,9 @@ class Mamba(nn.Module):
         self.A_log = nn.Parameter(torch.empty(I, S, **factory))
         self.D = nn.Parameter(torch.empty(I, **factory))
         self.out_proj = residual_output(nn.Linear(I, d_model, bias=bias, **factory))
+        norms = (RMSNorm(R, eps=norm_eps, **factory), RMSNorm(S, eps=norm_eps, **factory))
+        self.dt_layernorm, self.b_layernorm = norms if inner_norms else (None, None)
+        self.c_layernorm = RMSNorm(S, eps=norm_eps, **factory) if inner_norms else None
         if self.A_log.device.type != "meta":
             self.reset_parameters()
 
@@ -168,6 +177,9 @@ class Mamba(nn.Module):
         A = torch.arange(1, self.state_size + 1, dtype=torch.float32, device=self.A_log.device)
         self.A_log.copy_(torch.log(A).expand_as(self.A_log))
         nn.init.ones_(self.D)
+        for norm in (self.dt_layernorm, self.b_layernorm, self.c_layernorm):
+            if norm is not None:
+                nn.init.ones_(norm.weight)
 
     def new_cache(self, batch_size: int, max_len: int) -> SSMState:
         """The fixed-size state (its size depends on neither ``max_len`` nor how many tokens are decoded)."""
@@ -196,6 +208,8 @@ class Mamba(nn.Module):
         if real is not None:
             u = u * real.to(u.dtype)
         dt, B, C = self.x_proj(u).split([self.rank, self.state_size, self.state_size], dim=-1)
+        if self.dt_layernorm is not None:
+            dt, B, C = self.dt_layernorm(dt), self.b_layernorm(B), self.c_layernorm(C)
         delta = F.softplus(self.dt_proj(dt).float())  # (N, L, I)
         A = -torch.exp(self.A_log.float())  # (I, S)
         state = None if cache is None else cache.ssm
@@ -227,10 +241,13 @@ class MambaConfig(ComponentConfig):
     dt_min: float = Field(0.001, gt=0, description="Smallest initial step size.")
     dt_max: float = Field(0.1, gt=0, description="Largest initial step size.")
     dt_floor: float = Field(1e-4, gt=0, description="Initial step sizes are at least this.")
+    inner_norms: bool = Field(False, description="RMSNorm on dt, B and C after x_proj (Jamba's Mamba layers).")
+    norm_eps: float = Field(1e-6, gt=0, le=1.0, description="Epsilon of the inner norms.")
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"state_size": 4},
         {"state_size": 2, "expand": 1, "conv_kernel": 2, "time_step_rank": 3, "bias": True, "conv_bias": False},
+        {"state_size": 4, "inner_norms": True, "norm_eps": 1e-5},
     )
 
     def sizes(self, d_model: int) -> tuple[int, int, int, int]:
@@ -251,8 +268,9 @@ class MambaConfig(ComponentConfig):
         I, S, R, K = self.sizes(E)
         matmul = E * 2 * I + I * (R + 2 * S) + R * I + I * E
         biases = (2 * I + E if self.bias else 0) + (I if self.conv_bias else 0) + I  # dt_proj's bias
+        norms = R + 2 * S if self.inner_norms else 0
         return Cost(
-            params=matmul + I * K + biases + I * S + I,
+            params=matmul + I * K + biases + I * S + I + norms,
             matmul=matmul + I * K,
             state=I * (K - 1) + I * S,
             acts=E + 2 * I + 3 * I + (R + 2 * S) + 2 * I * S,
