@@ -145,6 +145,15 @@ def test_stats_report_latency_and_throughput():
     assert generate(build("gpt-tiny", {}), [[1, 2]], max_new_tokens=3, use_cache=False).stats.cache_bytes == 0
 
 
+def test_stats_give_the_step_time_near_the_start_and_near_the_end():
+    stats = generate(build("gpt-tiny", {}), [[1, 2, 3]], max_new_tokens=41).stats
+    # 40 steps after the first token; the first and last 10 are averaged, around positions 3 + 5 and 3 + 35
+    assert (stats.start_position, stats.end_position) == (8, 38)
+    assert stats.tpot_start_s > 0 and stats.tpot_end_s > 0
+    short = generate(build("gpt-tiny", {}), [[1]], max_new_tokens=1).stats
+    assert (short.tpot_start_s, short.start_position, short.tpot_end_s, short.end_position) == (0.0, 0, 0.0, 0)
+
+
 def test_bad_requests_are_clear_errors():
     model = build("gpt-tiny", {})
     with pytest.raises(TrainError, match=r"the prompt needs 129 positions, beyond the learned position table"):

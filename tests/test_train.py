@@ -437,6 +437,8 @@ def test_cli_train_generate_plot(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "time to first token (TTFT)" in result.output and "KV cache memory" in result.output
+    # 7 steps after the first token: the first and the last timed alone, at positions 4 + 0 and 4 + 7
+    assert "TPOT near position 4 " in result.output and "TPOT near position 11 " in result.output
     pytest.importorskip("matplotlib")
     result = runner.invoke(app, ["plot", str(run)])
     assert result.exit_code == 0, result.output

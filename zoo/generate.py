@@ -52,6 +52,15 @@ class GenerationStats:
     """New tokens of all rows together per second of the whole call."""
     cache_bytes: int
     """Bytes held by the KV caches (0 without a cache)."""
+    tpot_start_s: float = 0.0
+    """Mean time per output token over the first steps after the first token (up to 16)..."""
+    start_position: int = 0
+    """... which decode around this position (the prompt's length plus the step; 0 when fewer than 2 tokens)."""
+    tpot_end_s: float = 0.0
+    """Mean time per output token over the last steps (up to 16): with ``tpot_start_s``, how a step's cost grows
+    with the position (a KV cache's attention reads more each step; a recurrent state does not)..."""
+    end_position: int = 0
+    """... which decode around this position."""
 
 
 @dataclass
@@ -221,19 +230,28 @@ def generate(
             steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device)
         else:
             steps = _decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device)
-        tokens, first, cache = _decode(steps, max_new_tokens, stops, sample, clock)
+        tokens, times, cache = _decode(steps, max_new_tokens, stops, sample, clock)
     finally:
         model.train(was_training)
     end = clock()
     n = len(prompts)
     produced = max(len(t) for t in tokens) if tokens else 0
     done = sum(len(t) for t in tokens)
+    first = times[0]
+    prompt_tokens = max(len(p) for p in prompts)
+    steps_taken = [b - a for a, b in zip(times, times[1:], strict=False)]  # step i decodes token i + 1
+    window = min(16, max(1, len(steps_taken) // 4))
+    early, late = steps_taken[:window], steps_taken[-window:]
     stats = GenerationStats(
         batch_size=n,
-        prompt_tokens=max(len(p) for p in prompts),
+        prompt_tokens=prompt_tokens,
         new_tokens=produced,
         ttft_s=first - start,
         tpot_s=(end - first) / (produced - 1) if produced > 1 else 0.0,
+        tpot_start_s=sum(early) / len(early) if early else 0.0,
+        start_position=prompt_tokens + len(early) // 2 if early else 0,
+        tpot_end_s=sum(late) / len(late) if late else 0.0,
+        end_position=prompt_tokens + len(steps_taken) - len(late) // 2 if late else 0,
         tokens_per_s=done / (end - start) if end > start else 0.0,
         cache_bytes=cache.nbytes if cache is not None else 0,
     )
@@ -241,24 +259,24 @@ def generate(
 
 
 def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock: _Clock):
-    """Drive a step function: sample, feed back, stop rows at a stop token; return (tokens, t_first, cache)."""
+    """Drive a step function: sample, feed back, stop rows at a stop token; return (tokens, the time each token
+    was sampled, cache)."""
     logits, cache = steps.send(None)  # prefill
-    first = None
+    times: list[float] = []
     out, finished = [], None
     for i in range(max_new_tokens):
         token = sample_next(logits, **sample)  # (N,)
         stopped = torch.isin(token, stops) if len(stops) else torch.zeros_like(token, dtype=torch.bool)
         finished = stopped if finished is None else finished | stopped
         out.append(torch.where(finished, -1, token))
-        if first is None:
-            first = clock()
+        times.append(clock())
         if i == max_new_tokens - 1 or (len(stops) and bool(finished.all())):
             break
         logits = steps.send(token)
     steps.close()
     rows = torch.stack(out, dim=1).tolist()  # (N, T); -1 from a row's stop token on
     tokens = [row[: row.index(-1)] if -1 in row else row for row in rows]
-    return tokens, first, cache
+    return tokens, times, cache
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:

@@ -288,6 +288,9 @@ def generate(
         t.add_row("new tokens per sequence", f"{st.new_tokens}")
         t.add_row("time to first token (TTFT)", f"{st.ttft_s * 1000:.1f} ms")
         t.add_row("time per output token (TPOT)", f"{st.tpot_s * 1000:.2f} ms")
+        if st.new_tokens > 2:
+            t.add_row(f"  TPOT near position {st.start_position:,}", f"{st.tpot_start_s * 1000:.2f} ms")
+            t.add_row(f"  TPOT near position {st.end_position:,}", f"{st.tpot_end_s * 1000:.2f} ms")
         t.add_row("throughput", f"{st.tokens_per_s:,.1f} tokens/s")
         t.add_row("KV cache memory", size(st.cache_bytes) if not no_cache else "none (--no-cache)")
         show.print(t)
