@@ -49,6 +49,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "zoo.cli.draw",
     "zoo.cli.predict",
     "zoo.cli.plan",
+    "zoo.cli.bench",
 )
 EXIT_ERROR = 2
 RENDERED: tuple[type[BaseException], ...] = (ZooError, OSError)
