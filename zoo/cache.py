@@ -74,6 +74,12 @@ class KVCache:
         """Forget the cached positions; the buffers are kept for the next sequence."""
         self.length = 0
 
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` positions only (speculative decoding drops the rejected draft tokens)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a KV cache of {self.length} positions to {length}")
+        self.length = length
+
     @property
     def nbytes(self) -> int:
         """Bytes allocated by the buffers (0 before the first update)."""

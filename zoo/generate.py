@@ -91,6 +91,14 @@ def sample_next(
     temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
     if temperature == 0:
         return logits.argmax(dim=-1)
+    probs = next_token_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def next_token_probs(
+    logits: torch.Tensor, *, temperature: float, top_k: int | None = None, top_p: float | None = None
+) -> torch.Tensor:
+    """The distribution ``sample_next`` draws from (temperature > 0): ``logits`` (N, V) -> float32 (N, V)."""
     logits = logits.float() / temperature
     if top_k is not None and top_k < logits.size(-1):
         kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
@@ -101,8 +109,7 @@ def sample_next(
         # Drop a token when the tokens before it already reach top_p; the most likely one always stays.
         drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p
         logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
-    probs = logits.softmax(dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return logits.softmax(dim=-1)
 
 
 def check_sampling(

@@ -78,6 +78,24 @@ class ModelCache:
     def nbytes(self) -> int:
         return sum(getattr(c, "nbytes", 0) for c in [*self.layers, *self.cross])
 
+    def truncatable(self) -> str | None:
+        """None when every layer's cache can drop its last positions (``truncate``), else which cannot and why."""
+        for i, c in enumerate(self.layers):
+            if not callable(getattr(c, "truncate", None)):
+                return (
+                    f"layer {i} keeps a {type(c).__name__}, which cannot drop positions (a fixed-size state or window)"
+                )
+        return None
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` positions of every layer (speculative decoding drops rejected tokens)."""
+        why = self.truncatable()
+        if why is not None:
+            raise ValueError(why)
+        for c in self.layers:
+            c.truncate(length)
+        self.length = length
+
 
 class TransformerStack(nn.Module):
     """Positional encoding, a list of blocks, and the norms around them. Input and output (N, L, E)."""

@@ -254,6 +254,15 @@ def generate(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Recompute every step instead of a KV cache.")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print TTFT, TPOT, tokens/s and cache memory.")] = False,
     device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
+    draft: Annotated[
+        Path | None,
+        typer.Option(
+            "--draft",
+            help="Speculative decoding: a smaller run (same tokenizer) proposes tokens that this one checks; the "
+            "text is the same as without it (greedy), or follows the same distribution (sampling).",
+        ),
+    ] = None,
+    draft_tokens: Annotated[int, typer.Option("--draft-tokens", help="--draft: tokens proposed per round.")] = 4,
 ) -> None:
     """Generate from a trained run: continue each prompt (decoder) or map it to its target (encoder-decoder)."""
     from rich.markup import escape
@@ -266,6 +275,20 @@ def generate(
 
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)  # before the run is loaded
     run = load_run(run_dir, device=pick_device(device.value))
+    if draft is not None:
+        _speculative(
+            run,
+            load_run(draft, device=pick_device(device.value)),
+            prompt,
+            max_new_tokens,
+            draft_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            stats=stats,
+        )
+        return
     texts, st = generate_text(
         run,
         prompt,
@@ -293,6 +316,40 @@ def generate(
             t.add_row(f"  TPOT near position {st.end_position:,}", f"{st.tpot_end_s * 1000:.2f} ms")
         t.add_row("throughput", f"{st.tokens_per_s:,.1f} tokens/s")
         t.add_row("KV cache memory", size(st.cache_bytes) if not no_cache else "none (--no-cache)")
+        show.print(t)
+
+
+def _speculative(
+    run: Any, draft: Any, prompts: list[str], max_new_tokens: int, draft_tokens: int, *, stats: bool, **sampling: Any
+) -> None:
+    from rich.markup import escape
+
+    from zoo.errors import ArgumentError
+    from zoo.speculative import speculative_generate
+
+    from .render import console, table
+
+    if run.tokenizer is None or draft.tokenizer is None or run.tokenizer.to_json() != draft.tokenizer.to_json():
+        raise ArgumentError(f"--draft {draft.path} does not read text with the tokenizer of {run.path}")
+    tok = run.tokenizer
+    out = speculative_generate(
+        run.model,
+        draft.model,
+        [tok.encode(p) for p in prompts],
+        max_new_tokens=max_new_tokens,
+        draft_tokens=draft_tokens,
+        **sampling,
+    )
+    show = console()
+    for p, tokens in zip(prompts, out.tokens, strict=True):
+        show.print(f"[dim]{escape(p)}[/dim][bold]{escape(tok.decode(tokens))}[/bold]")
+    if stats:
+        st = out.stats
+        t = table("Speculative decoding", "", "value", right=("value",))
+        t.add_row("draft tokens proposed / kept", f"{st.proposed:,} / {st.accepted:,}")
+        t.add_row("acceptance rate", f"{st.acceptance_rate:.1%}")
+        t.add_row("new tokens per target pass", f"{st.tokens_per_target_pass:.2f}")
+        t.add_row("throughput", f"{st.new_tokens / st.seconds if st.seconds else 0.0:,.1f} tokens/s")
         show.print(t)
 
 
