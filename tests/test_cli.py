@@ -85,7 +85,8 @@ class TestBuild:
 
     def test_meta_builds_huge_models_without_memory(self):
         out = zoo_cli("build", "mixtral-8x7b", "--device", "meta").stdout
-        assert "46,702,792,704 parameters" in out and "0-7 ×8" in out  # eight identical experts, folded
+        assert "46,702,792,704 parameters" in out and "0-31 ×32" in out  # 32 identical blocks, folded
+        assert "ffn  MoE  ffn: moe (zoo.components.moe)  1,409,318,912" in out  # 8 experts, stacked
 
     def test_out_saves_a_model_that_loads_bit_identical(self, tmp_path):
         out = zoo_cli("build", "moe-tiny", "--set", "num_layers=2", "--out", str(tmp_path / "m")).stdout

@@ -64,6 +64,9 @@ class _Maker:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.made: dict[int, Provenance] = {}
+        # Every module made stays referenced until the build ends: a factory may build one and drop it (an MoE
+        # reads its experts' shape from one), and a later module must not reuse its id and its provenance.
+        self.kept: list[nn.Module] = []
 
     def __call__(self, kind: str, config: ComponentConfig, ctx: BuildContext, *, nested: bool = False) -> nn.Module:
         component = self.registry.get(kind, config.type)
@@ -79,6 +82,7 @@ class _Maker:
 
         module = _call_factory(f"{kind} '{config.type}'", component.plugin, make)
         self.made[id(module)] = Provenance(kind, config.type, component.plugin, config, ctx, nested)
+        self.kept.append(module)
         return module
 
     def _nested(self, kind: str, spec: Mapping[str, Any], ctx: BuildContext, width: int | None = None) -> nn.Module:

@@ -176,6 +176,13 @@ class EncoderDecoderConfig(ArchitectureConfig):
         },
     )
 
+    def check_recipe(self, recipe) -> list[tuple[str, str]]:
+        errors = super().check_recipe(recipe)
+        start = recipe.decoder_start_token_id
+        if start is not None and recipe.vocab_size is not None and start >= recipe.vocab_size:
+            errors.append(("decoder_start_token_id", f"must be below vocab_size ({recipe.vocab_size}), got {start}"))
+        return errors
+
 
 class VitConfig(ArchitectureConfig):
     type: Literal["vit"] = "vit"
@@ -209,12 +216,13 @@ class VitConfig(ArchitectureConfig):
     )
 
     def derive(self, data: dict[str, Any]) -> None:
-        # The positional table covers the patches and the CLS token; the recipe need not say so.
+        # The positional table covers the patches, the CLS token and a distillation token; the recipe need not say so.
         image, patch = data.get("image_size"), data.get("patch_size")
         if "max_len" not in data and isinstance(image, int) and isinstance(patch, int) and patch > 0:
             embedding = data.get("embedding") or {}
             cls = embedding.get("cls_token", True) if isinstance(embedding, dict) else True
-            data["max_len"] = (image // patch) ** 2 + int(bool(cls))
+            distill = embedding.get("distillation_token", False) if isinstance(embedding, dict) else False
+            data["max_len"] = (image // patch) ** 2 + int(bool(cls)) + int(bool(distill))
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = super().check_recipe(recipe)
@@ -223,8 +231,8 @@ class VitConfig(ArchitectureConfig):
         if recipe.image_size % recipe.patch_size:
             sizes = f"image_size ({recipe.image_size}) must be divisible by patch_size ({recipe.patch_size})"
             return [("patch_size", sizes)]
-        cls = getattr(recipe.embedding, "cls_token", True)
-        tokens = (recipe.image_size // recipe.patch_size) ** 2 + int(cls)
+        extra = getattr(recipe.embedding, "extra_tokens", int(getattr(recipe.embedding, "cls_token", True)))
+        tokens = (recipe.image_size // recipe.patch_size) ** 2 + extra
         if recipe.max_len != tokens:
             errors.append(("max_len", f"must equal the number of patch tokens ({tokens}) for vit; leave it out"))
         return errors
@@ -261,8 +269,16 @@ def build_encoder_decoder(recipe, make: Make) -> nn.Module:
         decoder=TransformerStack(**stack_parts(recipe, make, stack="decoder", causal=True, cross=True)),
         head=make("head", recipe.head, ctx),
         max_len=recipe.max_len,
-        decoder_start_token_id=recipe.pad_token_id or 0,
+        decoder_start_token_id=decoder_start(recipe),
+        pad_token_id=recipe.pad_token_id,
     )
+
+
+def decoder_start(recipe) -> int:
+    """The token an encoder-decoder's decoder starts from: ``decoder_start_token_id``, else the pad id, else 0."""
+    if recipe.decoder_start_token_id is not None:
+        return recipe.decoder_start_token_id
+    return recipe.pad_token_id or 0
 
 
 def build_vit(recipe, make: Make) -> nn.Module:

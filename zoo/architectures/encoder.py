@@ -29,6 +29,9 @@ class EncoderModel(HeadedStack):
         """Shapes: input_ids, attention_mask (1 = real token), token_type_ids: (N, L); labels: (N, L) for
         masked LM (-100 = not predicted) or (N,) for classification."""
         N, L = input_ids.shape
+        if positions is None:  # numbered from the ids where the encoding says so (RoBERTa skips padding)
+            number = getattr(self.positional, "positions_from_ids", None)
+            positions = number(input_ids) if number is not None else None
         if positions is None:
             positions = positions_for(L, device=input_ids.device)
         mask = build_mask(L, attention_mask, causal=False, device=input_ids.device)

@@ -20,6 +20,17 @@ from .blocks import (
 )
 
 
+def stack_positions(stack: TransformerStack, ids: torch.Tensor, offset: int) -> torch.Tensor:
+    """The positions of ``ids`` (N, L) that follow ``offset`` earlier (cached) tokens: ``offset .. offset + L - 1``,
+    or the numbering the stack's positional encoding takes from the ids (M2M-100 skips padding: a padding token
+    at -1, the k-th other token of this call at ``offset + k - 1``, as transformers numbers them when decoding)."""
+    number = getattr(stack.positional, "positions_from_ids", None)  # a plugin's encoding may not have it
+    positions = number(ids) if number is not None else None
+    if positions is None:
+        return positions_for(ids.shape[1], offset, ids.device)
+    return torch.where(positions >= 0, positions + offset, positions) if offset else positions
+
+
 class EncoderDecoderModel(nn.Module, Pretrained):
     """Source ids (N, S) and target ids (N, T) -> next-token logits over the target (N, T, V)."""
 
@@ -32,6 +43,7 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         head: nn.Module,
         max_len: int,
         decoder_start_token_id: int = 0,
+        pad_token_id: int | None = None,
     ) -> None:
         super().__init__()
         self.embedding = embedding
@@ -40,6 +52,7 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         self.head = head
         self.max_len = max_len
         self.decoder_start_token_id = decoder_start_token_id
+        self.pad_token_id = decoder_start_token_id if pad_token_id is None else pad_token_id
         tie(head, embedding)
         self._aux_modules = collect_aux_losses(self)
 
@@ -47,14 +60,15 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         """Source ids (N, S) -> encoder output (N, S, E)."""
         S = input_ids.shape[1]
         mask = build_mask(S, attention_mask, causal=False, device=input_ids.device)
-        positions = positions_for(S, device=input_ids.device)
+        positions = stack_positions(self.encoder, input_ids, 0)
         return self.encoder.run(self.embedding(input_ids), positions=positions, mask=mask)
 
     def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
-        """Teacher forcing: the decoder sees the start token then the targets, one step behind."""
+        """Teacher forcing: the decoder sees the start token then the targets, one step behind (an ignored label,
+        -100, is seen as the pad token, as transformers' ``shift_tokens_right`` has it)."""
         start = labels.new_full((labels.shape[0], 1), self.decoder_start_token_id)
         shifted = torch.cat([start, labels[:, :-1]], dim=1)
-        return shifted.masked_fill(shifted == -100, self.decoder_start_token_id)
+        return shifted.masked_fill(shifted == -100, self.pad_token_id)
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> ModelCache:
         max_len = max_len or self.max_len
@@ -89,7 +103,7 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         context_mask = build_mask(1, attention_mask, causal=False, device=device)  # (N, 1, 1, S) or None
         h = self.decoder.run(
             self.embedding(decoder_input_ids),
-            positions=positions_for(T, offset, device),
+            positions=stack_positions(self.decoder, decoder_input_ids, offset),
             mask=mask,
             caches=cache.layers if cache is not None else None,
             context=encoder_hidden,

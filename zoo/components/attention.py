@@ -77,6 +77,44 @@ def sliding_window_mask(
     return (distance < window) & (distance >= -lookahead)
 
 
+def random_block_choice(num_blocks: int, random_blocks: int, seed: int, device=None) -> torch.Tensor:
+    """BigBird's random blocks: for each of ``num_blocks`` query blocks, the ``random_blocks`` key blocks it sees
+    besides its window and the two global blocks, ``(num_blocks, random_blocks)`` long, -1 where fewer remain.
+
+    The choice is a fixed function of (query block, key block, ``seed``) made of tensor operations (a hash ranks
+    the eligible blocks), so every forward of a model sees the same blocks and nothing leaves the graph. The
+    global blocks (first and last) choose none: they see every key.
+    """
+    rows = torch.arange(num_blocks, device=device)[:, None]
+    cols = torch.arange(num_blocks, device=device)[None, :]
+    mixed = (rows * 1_000_003 + cols * 7_919 + (seed + 1) * 104_729) * 2_654_435_761 % 4_294_967_296
+    eligible = ((rows - cols).abs() > 1) & (cols > 0) & (cols < num_blocks - 1)
+    eligible &= (rows > 0) & (rows < num_blocks - 1)
+    rank = torch.where(eligible, mixed.double(), -1.0)  # (n, n): eligible key blocks ranked by their hash
+    k = min(random_blocks, num_blocks)
+    score, chosen = rank.topk(k, dim=-1)  # (n, k)
+    return torch.where(score >= 0, chosen, -1)
+
+
+def block_sparse_mask(
+    query_index: torch.Tensor, key_index: torch.Tensor, block_size: int, random_blocks: int, seed: int = 0
+) -> torch.Tensor | None:
+    """``(L, S)`` bool of BigBird's block-sparse attention over ``block_size``-token blocks: a query sees its own
+    block and the two beside it, the first and the last block (global: they also see every key), and the
+    ``random_blocks`` blocks of :func:`random_block_choice`. None (every key) for sequences of at most
+    ``(5 + 2 * random_blocks) * block_size`` keys, which transformers' BigBird attends fully too."""
+    length = key_index.numel()
+    if length <= (5 + 2 * random_blocks) * block_size:
+        return None
+    num_blocks = -(-length // block_size)
+    q, k = query_index // block_size, key_index // block_size  # (L,), (S,) block of each index
+    near = (q[:, None] - k[None, :]).abs() <= 1
+    glob = ((q == 0) | (q == num_blocks - 1))[:, None] | ((k == 0) | (k == num_blocks - 1))[None, :]
+    chosen = random_block_choice(num_blocks, random_blocks, seed, device=key_index.device)[q]  # (L, r)
+    picked = (chosen[:, :, None] == k[None, None, :]).any(1)  # (L, S)
+    return near | glob | picked
+
+
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -201,9 +239,11 @@ class _Attention(nn.Module):
         self.k_norm: nn.Module | None = None
         self.qk_norm_scope = "head"
         self.rotary: nn.Module | None = None  # this layer's own rotary encoding, instead of the stack's
+        self.position_bias: nn.Module | None = None  # this layer's own score bias, instead of the stack's (UMT5)
         # Only a window or a subclass that overrides key_mask pays for the index tensors a key mask needs.
         overridden = type(self).key_mask is not _Attention.key_mask
         self.masks_keys = (overridden or self.window is not None) and not cross
+        self.sparse_blocks: tuple[int, int, int] | None = None  # BigBird: (block size, random blocks, seed)
 
     def new_cache(self, batch_size: int, max_len: int) -> KVCache | RollingKVCache | CrossKVCache:
         """This layer's decoding cache: a rolling buffer of the window with one, else every position. (Buffers
@@ -221,7 +261,10 @@ class _Attention(nn.Module):
         (in a bidirectional stack: keys less than ``window`` away on either side). A subclass that
         overrides this (local/global layers, block-sparse patterns) changes nothing else: causality is
         still applied on top, and decoding passes the indices of the keys its cache returns.
+        With ``sparse_blocks`` it is BigBird's block-sparse pattern (:func:`block_sparse_mask`).
         """
+        if self.sparse_blocks is not None:
+            return block_sparse_mask(query_index, key_index, *self.sparse_blocks)
         if self.window is None:
             return None
         return sliding_window_mask(query_index, key_index, self.window, self.lookahead)
@@ -274,7 +317,8 @@ class _Attention(nn.Module):
                 if self.causal:
                     local = local & (key_index[None, :] <= query_index[:, None])
                 mask = local if mask is None else mask & local
-        bias = None if pos is None else pos.score_bias(positions, key_positions)
+        scorer = pos if self.position_bias is None else self.position_bias  # a layer's own bias replaces the stack's
+        bias = None if scorer is None else scorer.score_bias(positions, key_positions)
         return q, k, v, mask, bias
 
     def _attend(self, q, k, v, mask, bias) -> torch.Tensor:
@@ -310,6 +354,10 @@ class GroupedQueryAttention(_Attention):
             than ``window`` away), and decoding keeps a rolling cache of the window; None: every key.
         rotary: builds this layer's rotary encoding (``rotary()``), which rotates q and k instead of the
             stack's ``pos``; None: the stack's.
+        sparse_block_size, random_blocks, random_seed: BigBird's block-sparse attention
+            (:func:`block_sparse_mask`); None: every key.
+        position_bias: builds this layer's score-bias encoding (``position_bias()``: UMT5's relative buckets in
+            every layer), whose bias replaces the stack's ``pos`` bias; None: the stack's.
         causal: self-attention of a decoder: a position sees itself and earlier ones only.
         cross: keys and values come from ``context`` (the encoder output) instead of ``x``.
 
@@ -337,12 +385,19 @@ class GroupedQueryAttention(_Attention):
         qk_norm_scope: Literal["head", "projection"] = "head",
         window: int | None = None,
         rotary: Callable[[], nn.Module] | None = None,
+        position_bias: Callable[[], nn.Module] | None = None,
+        sparse_block_size: int | None = None,
+        random_blocks: int = 0,
+        random_seed: int = 0,
         causal: bool = False,
         cross: bool = False,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__(dropout=dropout, scale=scale, causal=causal, cross=cross, softcap=softcap, window=window)
+        if sparse_block_size is not None and not self.cross:  # BigBird's block-sparse pattern of keys
+            self.sparse_blocks = (sparse_block_size, random_blocks, random_seed)
+            self.masks_keys = True
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
@@ -366,6 +421,8 @@ class GroupedQueryAttention(_Attention):
             self.k_norm = qk_norm(self.head_dim if per_head else kv_dim)
         if rotary is not None and not self.cross:  # cross-attention rotates nothing
             self.rotary = rotary()
+        if position_bias is not None and not self.cross:  # nor biases its scores by position
+            self.position_bias = position_bias()
 
     def forward(
         self,
@@ -535,13 +592,30 @@ class AttentionConfig(ComponentConfig):
         description="This layer's own rotary encoding instead of the stack's rope (Gemma 3's local layers: "
         "{type: rope, theta: 10000.0}); default the stack's.",
     )
+    position_bias: Annotated[dict[str, Any] | str | None, Spec("positional")] = Field(
+        None,
+        description="This layer's own score-bias encoding, replacing the stack's bias (UMT5: {type: t5_relative} in "
+        "every layer); default the stack's.",
+    )
+
+    sparse_block_size: int | None = Field(
+        None,
+        ge=1,
+        description="Block-sparse attention (BigBird) over blocks of this many tokens: each query sees its block and "
+        "the two beside it, the first and last (global) blocks and random_blocks others; sequences of at most "
+        "(5 + 2 * random_blocks) blocks attend fully, as transformers' BigBird does. Encoders only.",
+    )
+    random_blocks: int = Field(0, ge=0, le=MAX_HEADS, description="Block-sparse: random key blocks per query block.")
+    random_seed: int = Field(0, ge=0, description="Block-sparse: which random blocks (a fixed choice per seed).")
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"num_heads": 4},
         {"num_heads": 4, "head_dim": 6, "bias": False, "q_bias": True, "v_bias": True, "softcap": 5.0},
+        {"num_heads": 4, "sparse_block_size": 2, "random_blocks": 0},
         {"num_heads": 4, "qk_norm": "rmsnorm"},
         {"num_heads": 4, "window": 3},
         {"num_heads": 4, "rotary": {"type": "rope", "theta": 100.0}},
+        {"num_heads": 4, "position_bias": {"type": "t5_relative", "num_buckets": 8, "max_distance": 16}},
     )
 
     def head_dim_for(self, d_model: int) -> int:
@@ -558,7 +632,28 @@ class AttentionConfig(ComponentConfig):
             problems.append(_indivisible(ctx.d_model, self.num_heads, "num_heads"))
         if self.rotary is not None and not ctx.cross:
             problems += self._rotary_problems(ctx)
+        if self.position_bias is not None and not ctx.cross:
+            problems += self._position_bias_problems(ctx)
+        if self.sparse_block_size is not None and (ctx.causal or self.window is not None):
+            problems.append(
+                "sparse_block_size: BigBird's block-sparse attention is bidirectional and windowless (an encoder's, "
+                "without window)"
+            )
         return problems
+
+    def _position_bias_problems(self, ctx: BuildContext) -> list[str]:
+        """Why ``position_bias`` cannot bias this attention's scores: not a score-bias encoding, or its own check."""
+        from zoo.plugins import get_registry
+        from zoo.recipe import validate_spec
+
+        config = validate_spec(get_registry(), "positional", self.position_bias, "position_bias", [])
+        if config is None:
+            return []  # an invalid spec: validating the recipe has said why
+        if getattr(type(config), "style", None) != "bias":
+            return [
+                f"position_bias: positional '{config.type}' adds no score bias; give one such as {{type: t5_relative}}"
+            ]
+        return [f"position_bias: {m}" for m in config.check(ctx)]
 
     def _rotary_problems(self, ctx: BuildContext) -> list[str]:
         """Why ``rotary`` cannot replace the stack's rotation here: not a rotary encoding, a stack that does not
@@ -600,6 +695,8 @@ class AttentionConfig(ComponentConfig):
             q_width, k_width = (D, D) if self.qk_norm_scope == "head" else (H * D, Hkv * D)
             norms = sum(nested_cost("norm", self.qk_norm, replace(ctx, d_model=w)).params for w in (q_width, k_width))
             norm_acts = H * D + Hkv * D
+        if self.position_bias is not None and not ctx.cross:  # this layer's own table (cross-attention has none)
+            norms += nested_cost("positional", self.position_bias, ctx).params
         return Cost(
             params=weights + biases + norms,
             matmul=weights,

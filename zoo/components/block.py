@@ -40,6 +40,11 @@ class BlockConfig(StrictNumbers):
 
     parallel: bool = Field(False, description="Attention and FFN both read the block's input; outputs are added.")
     shared_norm: bool = Field(False, description="parallel: one norm feeds attention and FFN (GPT-J, Falcon).")
+    first_attention_norm: bool = Field(
+        True,
+        description="The first block normalises its attention input; false: it reads the (normalised) embeddings "
+        "as they are (ModernBERT).",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -48,6 +53,7 @@ class BlockConfig(StrictNumbers):
         {"norm_position": "output"},
         {"parallel": True},
         {"parallel": True, "shared_norm": True},
+        {"first_attention_norm": False, "norm_position": "pre"},
     )
     """Layouts the contract tests of ``zoo.testing`` build a model with."""
 
@@ -59,6 +65,8 @@ class BlockConfig(StrictNumbers):
             )
         if self.shared_norm and not self.parallel:
             raise ValueError("shared_norm needs parallel: true (a sequential block normalises each input anew)")
+        if not self.first_attention_norm and (self.parallel or self.norm_position not in ("pre", "sandwich")):
+            raise ValueError("first_attention_norm: false needs a sequential pre or sandwich block (the norm it drops)")
         return self
 
     @property
@@ -66,9 +74,11 @@ class BlockConfig(StrictNumbers):
         """The stream itself is never normalised inside the blocks, so the stack ends with a final norm."""
         return self.norm_position != "post"
 
-    def arguments(self) -> dict[str, Any]:
-        """The keyword arguments of :class:`Block` that this config sets."""
-        return self.model_dump()
+    def arguments(self, layer_idx: int = 0) -> dict[str, Any]:
+        """The keyword arguments of :class:`Block` that this config sets, for the block at ``layer_idx``."""
+        out = self.model_dump()
+        out["attention_norm"] = out.pop("first_attention_norm") or layer_idx > 0
+        return out
 
 
 class BlockCache:
@@ -110,6 +120,8 @@ class Block(nn.Module):
         parallel: every sub-layer reads the block's input ``x`` (through its own norm) and their outputs are
             added to ``x`` together; pre-norm only.
         shared_norm: with ``parallel``, the attention's norm feeds the FFN too (there is no ``ffn_norm``).
+        attention_norm: False: no ``attention_norm`` (a sequential pre or sandwich block's attention reads ``x``
+            itself: ModernBERT's first layer).
             An ``ffn`` whose ``adds_nothing`` is True (no FFN sub-layer: zoo-mamba's ``ffn: {type: none}``, as in
             Mamba's mixer-only blocks) gets no norms and is skipped: the block is its attention alone.
         dropout: on each sub-layer's output, before it joins the stream.
@@ -125,6 +137,7 @@ class Block(nn.Module):
         norm_position: NormPosition = "pre",
         parallel: bool = False,
         shared_norm: bool = False,
+        attention_norm: bool = True,
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
@@ -135,7 +148,9 @@ class Block(nn.Module):
         self.parallel = parallel
         before = norm_position != "output"  # a norm on each sub-layer's input
         after = norm_position in ("sandwich", "output")  # a norm on each sub-layer's output
-        self.attention_norm = norm() if before else None
+        if not attention_norm and (parallel or norm_position not in ("pre", "sandwich")):
+            raise ValueError("attention_norm=False needs a sequential pre or sandwich block")
+        self.attention_norm = norm() if before and attention_norm else None
         self.attention = attention
         self.attention_post_norm = norm() if after else None
         self.cross_attention_norm = norm() if before and cross_attention is not None else None

@@ -69,7 +69,10 @@ class TokenEmbedding(nn.Module):
 class PatchEmbedding(nn.Module):
     """Images to patch vectors with a Conv2d whose kernel and stride are the patch size; optional CLS.
 
-    Shapes: images (N, C, H, W) -> (N, 1 + (H/P)*(W/P), E) with the CLS token first.
+    With ``distillation_token`` a second learned token follows the CLS token (DeiT), for a head that classifies
+    from both (``head: {type: classification, distillation: true}``).
+
+    Shapes: images (N, C, H, W) -> (N, 1 + (H/P)*(W/P), E) with the CLS token first (then the distillation token).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class PatchEmbedding(nn.Module):
         patch_size: int,
         num_channels: int = 3,
         cls_token: bool = True,
+        distillation_token: bool = False,
         device=None,
         dtype=None,
     ) -> None:
@@ -87,14 +91,16 @@ class PatchEmbedding(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.proj = nn.Conv2d(num_channels, d_model, kernel_size=patch_size, stride=patch_size, **factory)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model, **factory)) if cls_token else None
+        self.distillation_token = nn.Parameter(torch.zeros(1, 1, d_model, **factory)) if distillation_token else None
         self.num_patches = (image_size // patch_size) ** 2
-        self.num_positions = self.num_patches + int(cls_token)
+        self.num_positions = self.num_patches + int(cls_token) + int(distillation_token)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.proj(images)  # (N, E, H/P, W/P)
         x = x.flatten(2).transpose(1, 2)  # (N, num_patches, E)
-        if self.cls_token is not None:
-            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # (N, 1 + num_patches, E)
+        tokens = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.distillation_token) if t is not None]
+        if tokens:
+            x = torch.cat([*tokens, x], dim=1)  # (N, tokens + num_patches, E)
         return x
 
 
@@ -144,19 +150,27 @@ class PatchEmbeddingConfig(ComponentConfig):
     type: Literal["patch"] = "patch"
     token_input: ClassVar[bool] = False
     cls_token: bool = Field(True, description="Prepend a learned [CLS] token.")
+    distillation_token: bool = Field(False, description="A second learned token after the [CLS] token (DeiT).")
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"cls_token": False})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"cls_token": False}, {"distillation_token": True})
+
+    @property
+    def extra_tokens(self) -> int:
+        """Tokens before the patches: the CLS and the distillation token, those there are."""
+        return int(self.cls_token) + int(self.distillation_token)
 
     def cost(self, ctx: BuildContext) -> Cost:
-        # A Conv2d with kernel = stride = P is one (C·P·P -> E) matmul per patch, plus its bias and the CLS vector.
+        # A Conv2d with kernel = stride = P is one (C·P·P -> E) matmul per patch, plus its bias and the extra tokens.
         patch, E = ctx.num_channels * ctx.patch_size**2, ctx.d_model
-        return Cost(params=patch * E + E + E * int(self.cls_token), matmul=patch * E, acts=patch)
+        return Cost(params=patch * E + E + E * self.extra_tokens, matmul=patch * E, acts=patch)
 
     def check(self, ctx: BuildContext) -> list[str]:
         if not ctx.image_size or not ctx.patch_size:
             return ["patch embedding needs image_size and patch_size in the recipe"]
         if ctx.image_size % ctx.patch_size:
             return [f"image_size ({ctx.image_size}) must be divisible by patch_size ({ctx.patch_size})"]
+        if self.distillation_token and not self.cls_token:
+            return ["distillation_token follows the [CLS] token (DeiT): set cls_token: true"]
         return []
 
 

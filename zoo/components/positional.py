@@ -114,6 +114,18 @@ class PositionalEncoding(nn.Module):
         """Float (N|1, H, L, S) bias for queries at q_pos (N|1, L) and keys at k_pos (N|1, S), or None."""
         return None
 
+    def positions_from_ids(self, input_ids: torch.Tensor) -> torch.Tensor | None:
+        """Positions (N, L) that depend on the tokens (numbering that skips padding), or None: the
+        architecture's ``0 .. L-1``. An encoder asks for them when its caller gives no positions."""
+        return None
+
+
+def sinusoid_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """``PE[p, 2i] = sin(p / base^(2i/E))``, ``PE[p, 2i+1] = cos(...)``: (max_len, E) in float64."""
+    speeds = inverse_frequencies(d_model, base, dtype=torch.float64)  # (E/2,)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * speeds  # (max_len, E/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (max_len, E): sin, cos, ...
+
 
 class NoPositionalEncoding(PositionalEncoding):
     """No positional information at all (order is then known only through the causal mask, if any)."""
@@ -122,22 +134,52 @@ class NoPositionalEncoding(PositionalEncoding):
         super().__init__()
 
 
+def fairseq_sinusoid_table(rows: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """fairseq's table (M2M-100, as transformers computes it, in float32): row ``p`` holds ``sin(p * s_i)`` for
+    every ``i`` in ``[0, E/2)``, then ``cos(p * s_i)``, at speeds ``s_i = base^(-i / (E/2 - 1))``. (rows, E)."""
+    half = d_model // 2
+    speeds = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(base) / (half - 1)))  # (E/2,)
+    angles = torch.arange(rows, dtype=torch.int64).float().unsqueeze(1) * speeds.unsqueeze(0)  # (rows, E/2)
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)  # (rows, E): sines, then cosines
+
+
 class SinusoidalEncoding(PositionalEncoding):
     """Fixed sinusoids of Vaswani et al. added to the input.
 
     ``PE[p, 2i] = sin(p / base^(2i/E))`` and ``PE[p, 2i+1] = cos(p / base^(2i/E))``: sin and cos interleaved.
+    ``layout="fairseq"`` is fairseq's table instead (M2M-100): all sines, then all cosines, at speeds
+    ``base^(-i / (E/2 - 1))`` (see :func:`fairseq_sinusoid_table`).
 
-    The table holds ``max_len`` rows; it is a non-persistent buffer (no parameters, not in the state dict)
-    because it is a pure function of (max_len, d_model, base). The model's token embedding does any
-    ``sqrt(d_model)`` scaling; this module only adds.
+    The table holds ``max_len + offset`` rows and position ``p`` reads row ``p + offset``; it is a
+    non-persistent buffer (no parameters, not in the state dict) because it is a pure function of its options.
+    With ``padding_idx`` positions are numbered from the token ids as fairseq numbers them: the k-th token that
+    is not ``padding_idx`` is at position k - 1 and every padding token reads row ``offset - 1``, which is zero
+    (M2M-100: offset 2 = padding_idx + 1). The model's token embedding does any ``sqrt(d_model)`` scaling; this
+    module only adds.
     """
 
-    def __init__(self, d_model: int, *, base: float = 10000.0, max_len: int, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        base: float = 10000.0,
+        max_len: int,
+        offset: int = 0,
+        padding_idx: int | None = None,
+        layout: Literal["interleaved", "fairseq"] = "interleaved",
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         if d_model % 2:
             raise ValueError(f"sinusoidal encoding needs an even d_model, got {d_model}")
+        if padding_idx is not None and offset < 1:
+            raise ValueError("padding-aware positions read row offset - 1 for padding: offset must be >= 1")
         self.base = base
-        table = torch.empty(max_len, d_model, device=device, dtype=dtype)
+        self.offset = offset
+        self.padding_idx = padding_idx
+        self.layout = layout
+        table = torch.empty(max_len + offset, d_model, device=device, dtype=dtype)
         self.register_buffer("table", table, persistent=False)
         self.reset_parameters()
 
@@ -145,16 +187,23 @@ class SinusoidalEncoding(PositionalEncoding):
         """(Re)compute the table, e.g. after ``to_empty()`` from the meta device."""
         if self.table.is_meta:
             return  # no values to set (and a table for a long max_len would take seconds to compute)
-        max_len, d_model = self.table.shape
-        # float64 so that every row is exact to the table's dtype, however long the table.
-        speeds = inverse_frequencies(d_model, self.base, dtype=torch.float64)  # (E/2,)
-        angles = torch.arange(max_len, dtype=torch.float64)[:, None] * speeds  # (max_len, E/2)
-        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (max_len, E): sin, cos, ...
+        if self.layout == "fairseq":
+            table = fairseq_sinusoid_table(*self.table.shape, self.base)
+        else:  # float64 so that every row is exact to the table's dtype, however long the table.
+            table = sinusoid_table(*self.table.shape, self.base)
+        if self.padding_idx is not None:
+            table[self.offset - 1] = 0  # the row every padding token reads
         with torch.no_grad():
             self.table.copy_(table)
 
+    def positions_from_ids(self, input_ids: torch.Tensor) -> torch.Tensor | None:
+        if self.padding_idx is None:
+            return None
+        real = input_ids.ne(self.padding_idx).long()
+        return real.cumsum(-1) * real - 1  # (N, L): k - 1 for the k-th real token, -1 for padding
+
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return x + self.table[positions].to(x.dtype)  # (N, L, E)
+        return x + self.table[positions + self.offset if self.offset else positions].to(x.dtype)  # (N, L, E)
 
 
 class LearnedEncoding(PositionalEncoding):
@@ -162,20 +211,49 @@ class LearnedEncoding(PositionalEncoding):
 
     With ``offset`` the table has ``max_len + offset`` rows and position ``p`` reads row ``p + offset``
     (OPT: 2; its first two rows are never read). Rows are drawn from N(0, init_std), the recipe's init
-    (GPT-2 and BERT: 0.02); nn.Embedding's N(0, 1) would drown the tokens.
+    (GPT-2 and BERT: 0.02); nn.Embedding's N(0, 1) would drown the tokens; ``sinusoidal_init`` fills them
+    with the sinusoids instead (DistilBERT's ``sinusoidal_pos_embds``), still trainable.
+
+    With ``padding_idx`` positions are numbered as fairseq and RoBERTa number them, from the token ids: the
+    k-th token that is not ``padding_idx`` is at position k - 1 (row ``offset + k - 1``), and every padding
+    token reads row ``offset - 1`` (RoBERTa: ``offset = padding_idx + 1``, so padding reads row padding_idx).
     """
 
     def __init__(
-        self, d_model: int, *, max_len: int, offset: int = 0, init_std: float = 0.02, device=None, dtype=None
+        self,
+        d_model: int,
+        *,
+        max_len: int,
+        offset: int = 0,
+        padding_idx: int | None = None,
+        sinusoidal_init: bool = False,
+        init_std: float = 0.02,
+        device=None,
+        dtype=None,
     ) -> None:
         super().__init__()
+        if padding_idx is not None and offset < 1:
+            raise ValueError("padding-aware positions read row offset - 1 for padding: offset must be >= 1")
         self.init_std = init_std
         self.offset = offset
+        self.padding_idx = padding_idx
+        self.sinusoidal_init = sinusoidal_init
         self.embedding = nn.Embedding(max_len + offset, d_model, device=device, dtype=dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        if self.sinusoidal_init:
+            if not self.embedding.weight.is_meta:
+                with torch.no_grad():
+                    self.embedding.weight.copy_(sinusoid_table(*self.embedding.weight.shape))
+            return
         nn.init.normal_(self.embedding.weight, std=self.init_std)
+
+    def positions_from_ids(self, input_ids: torch.Tensor) -> torch.Tensor | None:
+        if self.padding_idx is None:
+            return None
+        real = input_ids.ne(self.padding_idx).long()
+        return real.cumsum(-1) * real - 1  # (N, L): k - 1 for the k-th real token, -1 for padding
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return x + self.embedding(positions + self.offset if self.offset else positions)  # (N, L, E)
@@ -444,8 +522,26 @@ class SinusoidalConfig(PositionalConfig):
 
     type: Literal["sinusoidal"] = "sinusoidal"
     base: float = Field(10000.0, gt=1, description="Wavelength scale: pair i has wavelength 2π·base^(2i/E).")
+    offset: int = Field(
+        0, ge=0, le=MAX_POSITIONS, description="Position p reads row p + offset of max_len + offset rows (M2M-100: 2)."
+    )
+    padding_idx: int | None = Field(
+        None,
+        ge=0,
+        description="Number positions from the token ids, skipping this id (M2M-100: 1, with offset 2): padding "
+        "reads row offset - 1, which is zero. Default positions 0 .. L-1.",
+    )
+    layout: Literal["interleaved", "fairseq"] = Field(
+        "interleaved",
+        description="interleaved: sin, cos of each pair side by side at speeds base^(-2i/E); fairseq (M2M-100): all "
+        "sines then all cosines at speeds base^(-i/(E/2 - 1)).",
+    )
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"base": 100.0})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"base": 100.0},
+        {"layout": "fairseq", "offset": 2, "padding_idx": 1},
+    )
 
     def check(self, ctx: BuildContext) -> list[str]:
         problems = []
@@ -453,6 +549,10 @@ class SinusoidalConfig(PositionalConfig):
             problems.append(f"sinusoidal encoding needs an even d_model, got {ctx.d_model}")
         if ctx.max_len < 1:
             problems.append(f"sinusoidal encoding needs max_len >= 1, got {ctx.max_len}")
+        if self.layout == "fairseq" and ctx.d_model < 4:
+            problems.append(f"layout fairseq needs d_model >= 4 (its speeds divide by E/2 - 1), got {ctx.d_model}")
+        if self.padding_idx is not None and self.offset < 1:
+            problems.append("padding_idx: padding reads row offset - 1, so offset must be >= 1 (M2M-100: 2)")
         return problems
 
 
@@ -463,11 +563,34 @@ class LearnedConfig(PositionalConfig):
     offset: int = Field(
         0, ge=0, le=MAX_POSITIONS, description="Position p reads row p + offset of max_len + offset rows (OPT: 2)."
     )
+    padding_idx: int | None = Field(
+        None,
+        ge=0,
+        description="Number positions from the token ids, skipping this id (RoBERTa: 1, with offset 2): padding "
+        "reads row offset - 1. Encoders only; default positions 0 .. L-1.",
+    )
+    sinusoidal_init: bool = Field(
+        False, description="Initialise the table with sinusoids instead of N(0, init_std) (DistilBERT)."
+    )
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"offset": 2})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"offset": 2},
+        {"offset": 1, "padding_idx": 0},
+        {"sinusoidal_init": True},
+    )
 
     def check(self, ctx: BuildContext) -> list[str]:
-        return [] if ctx.max_len >= 1 else [f"learned positional encoding needs max_len >= 1, got {ctx.max_len}"]
+        problems = [] if ctx.max_len >= 1 else [f"learned positional encoding needs max_len >= 1, got {ctx.max_len}"]
+        if self.padding_idx is not None and self.offset < 1:
+            problems.append("padding_idx: padding reads row offset - 1, so offset must be >= 1 (RoBERTa: 2)")
+        if self.padding_idx is not None and ctx.causal:
+            problems.append(
+                "padding_idx: positions numbered from the token ids are an encoder's (architecture: encoder)"
+            )
+        if self.sinusoidal_init and ctx.d_model % 2:
+            problems.append(f"sinusoidal_init needs an even d_model, got {ctx.d_model}")
+        return problems
 
     def cost(self, ctx: BuildContext) -> Cost:
         return Cost(params=(ctx.max_len + self.offset) * ctx.d_model)

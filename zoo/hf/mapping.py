@@ -393,6 +393,7 @@ CLASSIC_BLOCK: dict[str, Any] = {
     "attention.bias": True,
     "attention.scale": None,
     "attention.window": None,
+    "attention.sparse_block_size": None,  # BigBird's block-sparse attention
     "attention.head_dim": default_head_dim,
     "norm.type": "layernorm",
     "norm.bias": True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.errors import HFImportError
+from zoo.architectures import decoder_start
 
 from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Family, Option, Rule, dtype_name, no_layer_overrides
 
@@ -150,6 +150,7 @@ REQUIREMENTS = {
     "attention.bias": False,
     "attention.scale": 1.0,
     "attention.window": None,
+    "attention.position_bias": None,  # UMT5's tables in every layer
     "norm.type": "rmsnorm",
     "norm.affine": True,
     "norm.offset": 0.0,
@@ -161,19 +162,10 @@ REQUIREMENTS = {
 }
 
 
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
+def t5_recipe(config: dict[str, Any], *, tie: bool, rescale: bool) -> dict[str, Any]:
+    """The zoo recipe of a T5-layout config (T5, mT5, UMT5) whose head is tied or not and rescaled or not."""
     pad, start = config["pad_token_id"], config["decoder_start_token_id"]
-    if start is not None and start != (pad or 0):
-        raise HFImportError(
-            f"decoder_start_token_id={start} is not supported: zoo's encoder-decoder starts decoding with "
-            f"pad_token_id ({pad})"
-        )
-    # Transformers 4 ties the head and rescales iff tie_word_embeddings; transformers 5 always ties unless
-    # the checkpoint holds its own lm_head, and says whether to rescale in scale_decoder_outputs.
-    tie = bool(config["tie_word_embeddings"]) or (names is not None and "lm_head.weight" not in names)
-    rescale = config["scale_decoder_outputs"]
-    rescale = bool(config["tie_word_embeddings"]) if rescale is None else bool(rescale)
-    return {
+    out: dict[str, Any] = {
         "architecture": "encoder-decoder",
         "vocab_size": config["vocab_size"],
         "pad_token_id": pad,
@@ -201,6 +193,18 @@ def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) 
         "head": {"type": "lm", "tie_embeddings": tie, "rescale": rescale},
         "dropout": config["dropout_rate"],
     }
+    if start is not None and start != (pad or 0):
+        out["decoder_start_token_id"] = start
+    return out
+
+
+def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
+    # Transformers 4 ties the head and rescales iff tie_word_embeddings; transformers 5 always ties unless
+    # the checkpoint holds its own lm_head, and says whether to rescale in scale_decoder_outputs.
+    tie = bool(config["tie_word_embeddings"]) or (names is not None and "lm_head.weight" not in names)
+    rescale = config["scale_decoder_outputs"]
+    rescale = bool(config["tie_word_embeddings"]) if rescale is None else bool(rescale)
+    return t5_recipe(config, tie=tie, rescale=rescale)
 
 
 def config(recipe, weights) -> dict[str, Any]:
@@ -225,7 +229,7 @@ def config(recipe, weights) -> dict[str, Any]:
         "layer_norm_epsilon": recipe.norm.eps,
         "feed_forward_proj": feed_forward_proj,
         "pad_token_id": pad,
-        "decoder_start_token_id": pad,
+        "decoder_start_token_id": decoder_start(recipe),
         "eos_token_id": None,
         "tie_word_embeddings": tied,
         "scale_decoder_outputs": recipe.head.rescale,

@@ -89,10 +89,12 @@ REQUIREMENTS = {
     "layers": no_layer_overrides,
     "embedding.type": "patch",
     "embedding.cls_token": True,
+    "embedding.distillation_token": False,  # DeiT's
     **CLASSIC_BLOCK,
     "head.type": "classification",
     "head.pool": "cls",
     "head.pooler": False,
+    "head.distillation": False,  # DeiT's
 }
 
 

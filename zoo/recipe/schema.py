@@ -72,6 +72,9 @@ class Recipe(StrictNumbers):
         0, ge=0, le=MAX_VOCAB, description="Segment (token type) vocabulary; 0 = none (BERT: 2)."
     )
     pad_token_id: int | None = Field(None, ge=0, description="Padding token id (below vocab_size).")
+    decoder_start_token_id: int | None = Field(
+        None, ge=0, description="encoder-decoder: the first decoder token (default pad_token_id, else 0; BART: 2)."
+    )
     image_size: int | None = Field(None, ge=1, le=MAX_IMAGE_SIZE, description="Input image side in pixels (vit).")
     patch_size: int | None = Field(None, ge=1, le=MAX_IMAGE_SIZE, description="Patch side in pixels (vit).")
     num_channels: int = Field(3, ge=1, le=MAX_CHANNELS, description="Image channels (vit).")
