@@ -277,3 +277,33 @@ def test_umt5_with_its_own_lm_head_stays_untied_through_transformers_and_back(tm
     back = from_hf(tmp_path / "again")
     assert not back.recipe.head.tie_embeddings
     assert torch.equal(back.head.proj.weight, model.head.proj.weight)
+
+
+def test_export_keeps_the_models_pad_id_where_positions_depend_on_it(tmp_path):
+    """A run whose model pads with 1 (M2M-100 numbers positions past its pad id) but whose tokenizer pads with 0:
+    config.json keeps 1, or transformers would number the positions differently."""
+    from zoo.train import train
+
+    pad1 = {
+        "pad_token_id": 1,
+        "embedding.padding_idx": 1,
+        "positional.padding_idx": 1,
+        "positional.offset": 2,
+        "train.steps": 2,
+        "train.batch_size": 4,
+        "train.seq_len": 6,
+        "train.eval_interval": 0,
+        "train.checkpoint_interval": 2,
+    }
+    train("m2m100-tiny", out=tmp_path / "run", **pad1)
+    conversion = zoo.hf.export_checkpoint(tmp_path / "run", tmp_path / "hf")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["pad_token_id"] == 1
+    assert any("keeps the model's pad_token_id 1" in note for note in conversion.notes)
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").eval()
+    model = zoo.load(tmp_path / "run").eval()
+    ids = torch.tensor([[5, 9, 1, 1], [7, 8, 9, 10]])  # a right-padded row
+    target = torch.tensor([[2, 5, 6], [2, 7, 7]])
+    with torch.no_grad():
+        expected = hf(input_ids=ids, attention_mask=(ids != 1).long(), decoder_input_ids=target).logits
+        actual = model(ids, target, attention_mask=ids != 1).logits
+    assert (expected - actual).abs().max() < 1e-4

@@ -313,17 +313,26 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path) -> Conversion:
     recipe = model.recipe
     config, state = _hf_checkpoint(model)
     extra = companions(folder, recipe)
-    config.update(extra.token_ids)
+    ids, kept = dict(extra.token_ids), None
+    model_pad = config.get("pad_token_id")
+    if model_pad is not None and ids.get("pad_token_id") not in (None, model_pad):
+        # The network reads its pad id (RoBERTa's and M2M-100's positions, BART's padding rows): it stays.
+        kept = (
+            f"config.json keeps the model's pad_token_id {model_pad} (its positions or embeddings depend on it); "
+            f"the tokenizer pads with id {ids['pad_token_id']}"
+        )
+        ids["pad_token_id"] = model_pad
+    config.update(ids)
     if extra.labels is not None and len(extra.labels) == len(config.get("id2label", ())):
         config["id2label"] = {str(i): label for i, label in enumerate(extra.labels)}
         config["label2id"] = {label: i for i, label in enumerate(extra.labels)}
     written = dict(extra.written)
     generates = recipe.architecture in ("decoder", "encoder-decoder")
     if generates and extra.token_ids and not any(p.name == GENERATION_CONFIG_FILE for p in extra.copied):
-        written[GENERATION_CONFIG_FILE] = generation_config(extra.token_ids, config)
+        written[GENERATION_CONFIG_FILE] = generation_config(ids, config)
     directory = write_checkpoint(out, config, state)
     write_files(directory, written)
     copy_out(extra.copied, directory)
     family = family_of(recipe)
-    notes = tuple(n for n in (folder.note, extra.note) if n)
+    notes = tuple(n for n in (folder.note, extra.note, kept) if n)
     return Conversion(family.name, family.hf_class(recipe), count_parameters(model), Path(directory), notes)
