@@ -13,6 +13,10 @@
 4. zoo plan against the GPU: a llama-3.2-1b-sized decoder (1.24B) in bf16 at seq 2048, micro-batch 2 and 8:
    the predicted peak of a training step vs torch.cuda.max_memory_allocated (within 10%), and the step time
    predicted at the second batch from the MFU the first one achieved vs the measured one (informational).
+5. Decoding against its roofline: ``zoo bench`` of the llama-3.2-1b-sized decoder in bf16 with random weights at
+   batch 1 and 8, prompt 128, 128 new tokens: TPOT next to the bound of reading the weights and the cache at the
+   memory bandwidth measured in the same run (eager decoding; informational), and speculative decoding with a
+   2-layer draft gives the target's greedy tokens.
 
 Exits 0 when every check passes, 1 when one fails, 2 when there is no CUDA device.
 """
@@ -226,6 +230,33 @@ def plan_checks(root: Path, quick: bool) -> None:
         torch.cuda.empty_cache()
 
 
+def decode_checks() -> None:
+    import zoo
+    from zoo.bench import bench
+    from zoo.generate import generate
+    from zoo.speculative import speculative_generate
+
+    print("5. decoding vs its roofline: llama-3.2-1b-sized decoder, bf16, random weights")
+    torch.manual_seed(0)
+    model = zoo.build("llama-3.2-1b", device="cuda", dtype="bfloat16").eval()
+    report = bench(model, batches=(1, 8), prompts=(128,), new=128)
+    r = report.rates
+    print(f"   measured: {r.bandwidth / 1e9:,.0f} GB/s copy, {r.matmul / 1e12:,.0f} TFLOP/s bf16 matmul")
+    for c in report.cells:
+        print(
+            f"   batch {c.batch} x {c.prompt}: TTFT {c.ttft_s * 1e3:.1f} ms, TPOT {c.tpot_start_s * 1e3:.2f} ms at "
+            f"{c.start_position} / {c.tpot_end_s * 1e3:.2f} ms at {c.end_position}, bound "
+            f"{c.decode_bound_s * 1e3:.3f} ms ({c.decode_efficiency:.0%} of it), {c.tokens_per_s:,.0f} tokens/s"
+        )
+    draft = zoo.build("llama-3.2-1b", device="cuda", dtype="bfloat16", num_layers=2).eval()
+    prompt = [list(range(1, 33))]
+    expected = generate(model, prompt, max_new_tokens=32).tokens
+    out = speculative_generate(model, draft, prompt, max_new_tokens=32, draft_tokens=4)
+    check(out.tokens == expected, "speculative greedy decoding gives the target's tokens on the GPU")
+    del model, draft
+    torch.cuda.empty_cache()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (about two minutes on an H100/H200)")
@@ -243,6 +274,10 @@ def main() -> int:
             plan_checks(Path(tmp), args.quick)
         except Exception as exc:  # noqa: BLE001 - a failing section is reported, the script goes on
             check(False, f"zoo plan section: {type(exc).__name__}: {exc}")
+        try:
+            decode_checks()
+        except Exception as exc:  # noqa: BLE001 - a failing section is reported, the script goes on
+            check(False, f"decoding section: {type(exc).__name__}: {exc}")
     verdict = "all checks passed" if not FAILURES else f"{len(FAILURES)} FAILED: " + "; ".join(FAILURES)
     print(f"{verdict} ({time.perf_counter() - start:.0f} s)")
     return 1 if FAILURES else 0
