@@ -24,7 +24,8 @@ PROMPTS = ["The ", "A module ", "In Python, ", "def "]
 
 
 def trained(layers: int, steps: int, out: Path):
-    overrides = {"num_layers": layers, "train.steps": steps, "train.eval_interval": steps, "train.batch_size": 16}
+    overrides = {"num_layers": layers, "max_len": 512, "train.steps": steps, "train.eval_interval": steps}
+    overrides["train.batch_size"] = 16
     train("gpt-tiny", out=out, device="cpu", **overrides)
     return load_run(out)
 
