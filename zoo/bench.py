@@ -155,13 +155,6 @@ def _weights(model: nn.Module) -> tuple[int, int]:
     return sum(p.numel() for p in seen.values()), sum(p.nbytes for p in seen.values())
 
 
-def _prefill_flops(model: nn.Module, batch: int, prompt: int) -> float:
-    from zoo.analysis.flops import flop_estimate
-    from zoo.analysis.parts import model_parts
-
-    return float(flop_estimate(model_parts(model), seq_len=prompt, batch=batch).forward_per_batch)
-
-
 @torch.no_grad()
 def bench(
     model: nn.Module,
@@ -195,7 +188,11 @@ def bench(
     param = next(model.parameters())
     if rates is None:
         rates = measure_rates(param.device, param.dtype)
+    from zoo.analysis.flops import flop_estimate
+    from zoo.analysis.parts import model_parts
+
     parameters, weight_bytes = _weights(model)
+    parts = model_parts(model)  # the components' declared costs, read once for every cell's prefill FLOPs
     vocab = recipe.vocab_size if recipe is not None else model.config.vocab_size
     g = torch.Generator().manual_seed(seed)
     cells = []
@@ -220,7 +217,7 @@ def bench(
                     prefill_tokens_per_s=b * p / st.ttft_s if st.ttft_s > 0 else 0.0,
                     cache_bytes=st.cache_bytes,
                     decode_bound_s=decode_bound,
-                    prefill_bound_s=_prefill_flops(model, b, p) / rates.matmul,
+                    prefill_bound_s=flop_estimate(parts, seq_len=p, batch=b).forward_per_batch / rates.matmul,
                 )
             )
     name = recipe.name if recipe is not None else type(model).__name__

@@ -122,12 +122,12 @@ class GroupedExperts(nn.Module):
         factory = {"device": device, "dtype": dtype}
         X, E, H = num_experts, d_model, hidden
         self.num_experts, self.d_model, self.hidden, self.gated = X, E, H, gated
-        self.first = "gate_up_proj" if gated else "up_proj"
+        # The first projection's parameter names: gated experts' gate and up rows together, or the MLP's up.
+        self.first, self.first_bias = ("gate_up_proj", "gate_up_bias") if gated else ("up_proj", "up_bias")
         rows = 2 * H if gated else H
         self.register_parameter(self.first, nn.Parameter(torch.empty(X, rows, E, **factory)))
         self.down_proj = nn.Parameter(torch.empty(X, E, H, **factory))
-        first_bias = nn.Parameter(torch.empty(X, rows, **factory)) if bias else None
-        self.register_parameter("gate_up_bias" if gated else "up_bias", first_bias)
+        self.register_parameter(self.first_bias, nn.Parameter(torch.empty(X, rows, **factory)) if bias else None)
         self.down_bias = nn.Parameter(torch.empty(X, E, **factory)) if bias else None
         self.act = activation
         if self.down_proj.device.type != "meta":
@@ -169,13 +169,12 @@ class GroupedExperts(nn.Module):
 
     def _projections(self) -> Iterator[tuple[torch.Tensor, torch.Tensor | None, int]]:
         """(weight, bias, fan_in) of the first and the down projection."""
-        yield getattr(self, self.first), getattr(self, self.first.replace("_proj", "_bias")), self.d_model
+        yield getattr(self, self.first), getattr(self, self.first_bias), self.d_model
         yield self.down_proj, self.down_bias, self.hidden
 
     def forward(self, x: torch.Tensor, e: int) -> torch.Tensor:
         """Expert ``e`` on ``x`` (..., E) -> (..., E)."""
-        first = getattr(self, self.first)[e]
-        first_bias = getattr(self, self.first.replace("_proj", "_bias"))
+        first, first_bias = getattr(self, self.first)[e], getattr(self, self.first_bias)
         h = F.linear(x, first, None if first_bias is None else first_bias[e])  # (..., 2H) or (..., H)
         if self.gated:
             gate, up = h.chunk(2, dim=-1)
@@ -199,7 +198,7 @@ class GroupedExperts(nn.Module):
         """Each expert's weights under the names one module per expert has (``0.up_proj.weight``, ...), as
         views of the stacked tensors (writing into one writes the stacked tensor)."""
         H, out = self.hidden, {}
-        first, first_bias = getattr(self, self.first), getattr(self, self.first.replace("_proj", "_bias"))
+        first, first_bias = getattr(self, self.first), getattr(self, self.first_bias)
         for e in range(self.num_experts):
             if self.gated:
                 out[f"{e}.gate_proj.weight"], out[f"{e}.up_proj.weight"] = first[e, :H], first[e, H:]

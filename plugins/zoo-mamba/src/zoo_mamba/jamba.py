@@ -168,16 +168,15 @@ def jamba_config(recipe: Any, weights: Any) -> dict[str, Any]:
     inner, state, rank, kernel = mamba.sizes(recipe.d_model)
     attention = next((p["attention"][0] for p in plan if p["attention"][0].type != "mamba"), None)
     moe = next((p["ffn"][0] for p in plan if p["ffn"][0].type == "moe"), None)
-    heads = attention.num_heads if attention is not None else 1
-    kv = getattr(attention, "num_kv_heads", None) or heads if attention is not None else 1
+    said = _resolved(attention, recipe.d_model) if attention is not None else {"num_heads": 1, "num_kv_heads": 1}
     return {
         "vocab_size": recipe.vocab_size,
         "tie_word_embeddings": recipe.head.tie_embeddings,
         "hidden_size": recipe.d_model,
         "intermediate_size": recipe.ffn.hidden,
         "num_hidden_layers": recipe.num_layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": 1 if attention is not None and attention.type == "mqa" else kv,
+        "num_attention_heads": said["num_heads"],
+        "num_key_value_heads": said["num_kv_heads"],
         "hidden_act": "silu",
         "rms_norm_eps": recipe.norm.eps,
         "router_aux_loss_coef": moe.aux_loss_coef if moe is not None else 0.001,
