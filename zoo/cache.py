@@ -3,7 +3,9 @@
 A layer creates its own cache with ``attention.new_cache(batch_size, max_len)``; the generator holds
 the caches and hands each back to its layer on every step. Caches are for inference (``torch.no_grad``).
 ``KVCache`` holds every position; ``RollingKVCache`` only the last ``window`` (sliding-window attention);
-``CrossKVCache`` the encoder's keys and values.
+``CrossKVCache`` the encoder's keys and values. ``StaticKVCache`` holds every position in buffers whose shapes
+never change and is written at a tensor position, so a decode step compiles to one graph (``static_cache``
+turns a layer's own cache into one).
 """
 
 from __future__ import annotations
@@ -176,6 +178,119 @@ class RollingKVCache:
         if self.k is None or self.v is None:
             return 0
         return self.k.nbytes + self.v.nbytes
+
+
+class StaticKVCache:
+    """Keys and values in fixed ``(N, Hkv, max_len, D)`` buffers, written at a tensor position: every decode step
+    has the same shapes and reads no Python int that changes, so it compiles to one graph
+    (``torch.compile(fullgraph=True)``) and, on CUDA, replays as a CUDA graph.
+
+    ``length`` is a 0-d long tensor, advanced in place by ``update``, which returns the whole buffers.
+    ``keys_mask`` then gives the mask over them: a query sees the keys written up to its own index that are
+    not padding. The padding of a prompt is taken from the model's mask when the prompt is written (its
+    last query row, which a left-padded prompt's last real token fills) and kept for later steps, so a
+    decode step needs no mask of its own. Buffers are zeroed when allocated: an unwritten slot is masked
+    out, and zeros keep it from turning the masked scores into NaN. A sliding window is its attention's
+    ``key_mask`` on this cache (it keeps every position, not a ring of the window).
+
+    Args:
+        max_len: the positions the buffers hold.
+    """
+
+    static = True
+    index = None
+    """Keys are ``0 .. max_len - 1`` in order (see ``KVCache.index``)."""
+
+    def __init__(self, max_len: int) -> None:
+        if max_len < 1:
+            raise ValueError(f"max_len ({max_len}) must be >= 1")
+        self.max_len = max_len
+        self.length = torch.zeros((), dtype=torch.long)
+        """How many positions are written (a 0-d long tensor, on the keys' device after the first update)."""
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        self._positions: torch.Tensor | None = None
+        self.real: torch.Tensor | None = None
+        """(N, max_len) bool: False where the slot holds a padding token."""
+        self.slots: torch.Tensor | None = None
+
+    def update(
+        self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write ``(N, Hkv, L, D)`` keys and values at ``length``; return the whole ``(N, Hkv, max_len, D)`` buffers.
+
+        ``positions`` (N|1, L) are the new keys' positions (default: their slots).
+        """
+        n, new = k.size(0), k.size(2)
+        if self.k is None or self.v is None or self._positions is None or self.slots is None or self.real is None:
+            self.k = k.new_zeros(n, k.size(1), self.max_len, k.size(3))
+            self.v = v.new_zeros(n, v.size(1), self.max_len, v.size(3))
+            self.slots = torch.arange(self.max_len, device=k.device)
+            self._positions = self.slots.expand(n, -1).contiguous()
+            self.real = torch.ones(n, self.max_len, dtype=torch.bool, device=k.device)
+            self.length = self.length.to(k.device)
+        if not torch.compiler.is_compiling() and int(self.length) + new > self.max_len:
+            raise ValueError(
+                f"KV cache full: {int(self.length)} positions cached, {new} more do not fit (max_len {self.max_len})"
+            )
+        index = self.length + self.slots[:new]  # (L,) the slots written
+        self.k.index_copy_(2, index, k)
+        self.v.index_copy_(2, index, v)
+        if positions is not None:
+            self._positions.index_copy_(1, index, positions.expand(n, -1))
+        self.length += new
+        return self.k, self.v
+
+    def keys_mask(self, mask: torch.Tensor | None, query_len: int) -> torch.Tensor:
+        """``(N, 1, L, max_len)`` bool over the keys ``update`` returned, for its last ``query_len`` queries.
+
+        ``mask`` is the model's mask over the keys so far, ``(N|1, 1, L, S)``, or None: its last row gives which
+        of the new keys are padding, kept for every later query.
+        """
+        if self.slots is None or self.real is None:
+            raise ValueError("the KV cache is empty: update it first")
+        query = self.length - query_len + self.slots[:query_len]  # (L,) sequence indices of the queries
+        if mask is not None:
+            new = mask[:, 0, -1, mask.size(-1) - query_len :].expand(self.real.size(0), -1)  # (N, L)
+            self.real.index_copy_(1, query, new)
+        return self.real[:, None, None, :] & (self.slots[None, :] <= query[:, None])  # (N, 1, L, max_len)
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """(N, max_len) positions of the keys in every slot (their slot numbers where none were written)."""
+        if self._positions is None:
+            raise ValueError("the KV cache is empty: it has no positions yet")
+        return self._positions
+
+    def reset(self) -> None:
+        """Forget the cached positions; the buffers are kept for the next sequence."""
+        self.length.zero_()
+        if self.real is not None:
+            self.real.fill_(True)
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` positions only (the later slots are overwritten by the next update)."""
+        if not 0 <= length <= int(self.length):
+            raise ValueError(f"cannot truncate a KV cache of {int(self.length)} positions to {length}")
+        self.length.fill_(length)
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor this cache writes in place (CUDA graphs need their addresses fixed)."""
+        held = [self.k, self.v, self._positions, self.real, self.length]
+        return [t for t in held if t is not None]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated by the key and value buffers (0 before the first update)."""
+        if self.k is None or self.v is None:
+            return 0
+        return self.k.nbytes + self.v.nbytes
+
+
+def static_cache(cache: object, max_len: int) -> object:
+    """A layer's cache as a ``StaticKVCache`` of ``max_len`` positions where it is a ``KVCache`` or a
+    ``RollingKVCache``; any other cache (cross-attention, a recurrent state) unchanged."""
+    return StaticKVCache(max_len) if isinstance(cache, KVCache | RollingKVCache) else cache
 
 
 class CrossKVCache:

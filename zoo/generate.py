@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.errors import TrainError
+from zoo.errors import ArgumentError, TrainError
 from zoo.limits import MAX_SEED, check_float, check_int
 from zoo.recipe import position_limit, positions_fit
 
@@ -201,6 +201,8 @@ def generate(
     use_cache: bool = True,
     stop_tokens: Iterable[int] = (),
     pad_token_id: int = 0,
+    static_cache: bool = False,
+    compile: bool | str = False,
 ) -> GenerationOutput:
     """Continue each prompt (decoder) or translate each source (encoder-decoder) by up to ``max_new_tokens``.
 
@@ -213,13 +215,20 @@ def generate(
         use_cache: decode from the KV cache (fast) or recompute the whole sequence each step.
         stop_tokens: a row ends when it produces one of these (not included in its output).
         pad_token_id: the id used to pad prompts (masked out, never attended to).
+        static_cache: KV caches of fixed shapes written at a tensor position (``zoo.cache.StaticKVCache``):
+            attention reads the whole buffer every step, masked, so a step's shapes never change.
+        compile: compile the decode step with ``torch.compile(fullgraph=True)`` over a static cache (CUDA
+            graphs on a GPU); True for inductor, or the name of a ``torch.compile`` backend. The first call
+            pays the compilation; later calls with the same shapes reuse it.
 
     Raises:
         ArgumentError: ``max_new_tokens`` outside 1 .. 2^20, a seed outside 0 .. 2^63 - 1, sampling settings
-            out of range (see ``sample_next``).
+            out of range (see ``sample_next``), ``compile`` or ``static_cache`` without the cache, an unknown
+            ``compile`` backend.
         TrainError: an empty prompt, a model that does not generate, or too many positions for the model.
     """
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)
+    backend = _compile_backend(compile, static_cache, use_cache)
     if isinstance(prompts, torch.Tensor):
         prompts = prompts.tolist()
     if not hasattr(model, "new_cache"):
@@ -233,10 +242,11 @@ def generate(
     clock = _Clock(device)
     start = clock()
     try:
+        decode = _Decode(static_cache or backend is not None, backend, device)
         if _is_encoder_decoder(model):
-            steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device)
+            steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
         else:
-            steps = _decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device)
+            steps = _decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
         tokens, times, cache = _decode(steps, max_new_tokens, stops, sample, clock)
     finally:
         model.train(was_training)
@@ -265,6 +275,60 @@ def generate(
     return GenerationOutput(tokens, stats)
 
 
+def _compile_backend(compile: bool | str, static_cache: bool, use_cache: bool) -> str | None:
+    """The ``torch.compile`` backend ``compile`` names (None: eager), checked against the other settings."""
+    if compile is False:
+        backend = None
+    elif compile is True:
+        backend = "inductor"
+    elif isinstance(compile, str):
+        backend = compile
+        known = torch.compiler.list_backends(exclude_tags=())
+        if backend not in known:
+            raise ArgumentError(f"compile: unknown torch.compile backend {backend!r}; known: {', '.join(known)}")
+    else:
+        raise ArgumentError(f"compile must be True, False or a torch.compile backend name, not {compile!r}")
+    if (backend is not None or static_cache) and not use_cache:
+        what = "compile" if backend is not None else "static_cache"
+        raise ArgumentError(f"{what} decodes from a static KV cache: it cannot be used with use_cache=False")
+    return backend
+
+
+def _decode_step(model: nn.Module, token: torch.Tensor, positions: torch.Tensor, cache: Any) -> torch.Tensor:
+    """One decode step of a decoder over a static cache: the logits (N, V) of the next token."""
+    return model(token, positions=positions, cache=cache).logits[:, -1]
+
+
+def _seq2seq_step(model: nn.Module, token: torch.Tensor, src_mask: Any, encoded: torch.Tensor, cache: Any):
+    """One decode step of an encoder-decoder: the logits (N, V) of the next target token."""
+    return model(decoder_input_ids=token, attention_mask=src_mask, encoder_hidden=encoded, cache=cache).logits[:, -1]
+
+
+class _Decode:
+    """How decode steps run: the cache kind, and the step functions (compiled once per call of ``generate``;
+    dynamo keeps the compiled code, so a later call with the same shapes does not compile again)."""
+
+    def __init__(self, static: bool, backend: str | None, device: torch.device) -> None:
+        self.static = static
+        self.cuda = device.type == "cuda"
+        self.decoder_step, self.seq2seq_step = _decode_step, _seq2seq_step
+        if backend is not None:
+            mode = "reduce-overhead" if self.cuda and backend == "inductor" else None  # CUDA graphs
+            self.decoder_step = torch.compile(_decode_step, fullgraph=True, backend=backend, mode=mode)
+            self.seq2seq_step = torch.compile(_seq2seq_step, fullgraph=True, backend=backend, mode=mode)
+        self.compiled = backend is not None
+
+    def prepare(self, cache: Any) -> None:
+        """After the prefill: fix the addresses of the buffers a CUDA graph writes in place."""
+        if self.compiled and self.cuda:
+            for t in cache.tensors():
+                torch._dynamo.mark_static_address(t)
+
+    def begin(self) -> None:
+        if self.compiled and self.cuda:
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are consumed
+
+
 def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock: _Clock):
     """Drive a step function: sample, feed back, stop rows at a stop token; return (tokens, the time each token
     was sampled, cache)."""
@@ -291,7 +355,7 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
-def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device):
+def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decode):
     """Coroutine of a decoder: yields (logits, cache) after prefill, then the logits of each token sent.
 
     A model with a position table of ``max_len`` rows sees a window of at most ``max_len`` tokens: when the
@@ -323,18 +387,21 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device):
         return out.logits[:, -1], positions[:, -1:] + 1, padded_window
 
     if use_cache:
-        cache = model.new_cache(n, min(total, limit) if limit else total)
+        cache = model.new_cache(n, min(total, limit) if limit else total, static=decode.static)
         logits, next_position, masked = prefill(cache)
+        decode.prepare(cache)
         token = yield logits, cache
         while True:
             seq[:, length] = token
             length += 1
             if limit is not None and length - start > limit:  # the window is full: restart it
                 start = length - limit // 2
-                for layer in cache.layers:
-                    layer.reset()
-                cache.length = 0
+                cache.reset()
                 logits, next_position, masked = prefill(cache)
+            elif decode.static:  # the cache keeps the prompt's padding: a step needs no mask
+                decode.begin()
+                logits = decode.decoder_step(model, token[:, None], next_position, cache)
+                next_position = next_position + 1
             else:
                 # Appending real tokens never adds padding: the window needs a mask iff its prefill did.
                 out = model(
@@ -357,7 +424,7 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device):
             token = yield logits
 
 
-def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, device):
+def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, device, decode):
     """Coroutine of an encoder-decoder, yielding as ``_decoder_steps``: the source is encoded once, and the
     decoder starts from its start token."""
     src, src_mask = _right_pad(sources, pad, device)  # (N, S)
@@ -368,12 +435,13 @@ def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, devic
     encoded = model.encode(src, src_mask)  # (N, S, E), once
     start = torch.full((n, 1), model.decoder_start_token_id, dtype=torch.long, device=device)
     if use_cache:
-        cache = model.new_cache(n, max_new_tokens + 1)
+        cache = model.new_cache(n, max_new_tokens + 1, static=decode.static)
         out = model(decoder_input_ids=start, attention_mask=src_mask, encoder_hidden=encoded, cache=cache)
+        decode.prepare(cache)
         token = yield out.logits[:, -1], cache
         while True:
-            out = model(decoder_input_ids=token[:, None], attention_mask=src_mask, encoder_hidden=encoded, cache=cache)
-            token = yield out.logits[:, -1]
+            decode.begin()
+            token = yield decode.seq2seq_step(model, token[:, None], src_mask, encoded, cache)
     else:
         seq = start
         out = model(decoder_input_ids=seq, attention_mask=src_mask, encoder_hidden=encoded)

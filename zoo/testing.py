@@ -281,6 +281,21 @@ class ComponentContract:
     test_padding_is_invisible.applies = lambda case: case.token_input  # type: ignore[attr-defined]
 
     def test_cached_decoding_equals_recomputation(self, case: Case) -> None:
+        self._decode_against_recomputation(case, static=False)
+
+    test_cached_decoding_equals_recomputation.applies = (  # type: ignore[attr-defined]
+        lambda case: case.token_input and case.causal and case.per_token
+    )
+
+    def test_static_cached_decoding_equals_recomputation(self, case: Case) -> None:
+        """The fixed-shape cache a compiled decode step uses (``new_cache(..., static=True)``)."""
+        self._decode_against_recomputation(case, static=True)
+
+    test_static_cached_decoding_equals_recomputation.applies = (  # type: ignore[attr-defined]
+        lambda case: case.token_input and case.causal and case.per_token
+    )
+
+    def _decode_against_recomputation(self, case: Case, *, static: bool) -> None:
         self._usable(case)
         model = case.build()
         with torch.no_grad():
@@ -288,7 +303,7 @@ class ComponentContract:
                 source, target = _tokens(case), _tokens(case, seed=2)
                 full = model(input_ids=source, decoder_input_ids=target).logits
                 hidden = model.encode(source)
-                cache = model.new_cache(N, L)
+                cache = model.new_cache(N, L, static=static)
                 steps = [model(decoder_input_ids=target[:, :3], encoder_hidden=hidden, cache=cache).logits]
                 for t in range(3, L):
                     step = model(decoder_input_ids=target[:, t : t + 1], encoder_hidden=hidden, cache=cache)
@@ -296,14 +311,11 @@ class ComponentContract:
             else:
                 x = _tokens(case)
                 full = model(input_ids=x).logits
-                cache = model.new_cache(N, L)
+                cache = model.new_cache(N, L, static=static)
                 steps = [model(input_ids=x[:, :3], cache=cache).logits]
                 steps += [model(input_ids=x[:, t : t + 1], cache=cache).logits for t in range(3, L)]
-        _close(torch.cat(steps, dim=1), full, "cached decoding differs from the full forward")
-
-    test_cached_decoding_equals_recomputation.applies = (  # type: ignore[attr-defined]
-        lambda case: case.token_input and case.causal and case.per_token
-    )
+        what = "static-cached" if static else "cached"
+        _close(torch.cat(steps, dim=1), full, f"{what} decoding differs from the full forward")
 
     def test_compiles_without_graph_breaks(self, case: Case) -> None:
         self._usable(case)

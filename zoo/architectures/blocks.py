@@ -68,11 +68,40 @@ class ModelOutput:
 
 @dataclass
 class ModelCache:
-    """Decoding state of a whole model: one cache per attention layer plus how many tokens were seen."""
+    """Decoding state of a whole model: one cache per attention layer plus how many tokens were seen.
+
+    A static cache (``model.new_cache(..., static=True)``) holds ``StaticKVCache`` layers and counts in a 0-d
+    tensor that the model advances in place, so a decode step reads no Python int that changes.
+    """
 
     layers: list[Any]
     cross: list[Any] = field(default_factory=list)
-    length: int = 0
+    length: Any = 0
+    """Tokens seen: an int, or a 0-d long tensor for a static cache."""
+    static: bool = False
+
+    @classmethod
+    def for_layers(cls, layers: list[Any], cross: list[Any] | None = None, *, static: bool, device: Any) -> ModelCache:
+        """A cache over these layer caches; static: its count is a tensor on ``device``."""
+        length = torch.zeros((), dtype=torch.long, device=device) if static else 0
+        return cls(layers, cross or [], length=length, static=static)
+
+    def reset(self) -> None:
+        """Forget every position (a new prompt is coming); buffers are kept."""
+        for c in self.layers:
+            c.reset()
+        if isinstance(self.length, torch.Tensor):
+            self.length.zero_()
+        else:
+            self.length = 0
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The tensors a static cache writes in place (a CUDA graph needs their addresses fixed)."""
+        held = [self.length] if isinstance(self.length, torch.Tensor) else []
+        for c in self.layers:
+            c = getattr(c, "attention", c)  # a BlockCache holds the attention's cache
+            held += c.tensors() if callable(getattr(c, "tensors", None)) else []
+        return held
 
     @property
     def nbytes(self) -> int:
@@ -94,7 +123,10 @@ class ModelCache:
             raise ValueError(why)
         for c in self.layers:
             c.truncate(length)
-        self.length = length
+        if isinstance(self.length, torch.Tensor):
+            self.length.fill_(length)
+        else:
+            self.length = length
 
 
 class TransformerStack(nn.Module):
@@ -148,7 +180,9 @@ class TransformerStack(nn.Module):
                 x = block(x, **kwargs)
         return self.final_norm(x)
 
-    def new_caches(self, batch_size: int, max_len: int) -> list[Any]:
+    def new_caches(self, batch_size: int, max_len: int, static: bool = False) -> list[Any]:
+        if static:
+            return [block.new_cache(batch_size, max_len, static=True) for block in self.blocks]
         return [block.new_cache(batch_size, max_len) for block in self.blocks]
 
     def new_cross_caches(self, batch_size: int, max_len: int) -> list[Any]:

@@ -18,9 +18,12 @@ from .blocks import (
 class DecoderModel(HeadedStack):
     """Token ids (N, L) -> next-token logits (N, L, V), with an optional KV cache for decoding."""
 
-    def new_cache(self, batch_size: int, max_len: int | None = None) -> ModelCache:
-        """Empty per-layer caches for decoding up to ``max_len`` tokens (default: the model's)."""
-        return ModelCache(self.new_caches(batch_size, max_len or self.max_len))
+    def new_cache(self, batch_size: int, max_len: int | None = None, *, static: bool = False) -> ModelCache:
+        """Empty per-layer caches for decoding up to ``max_len`` tokens (default: the model's); ``static``: fixed
+        shapes written at a tensor position, which a compiled decode step needs (``zoo.cache.StaticKVCache``)."""
+        max_len = max_len or self.max_len
+        device = next(self.parameters()).device
+        return ModelCache.for_layers(self.new_caches(batch_size, max_len, static), static=static, device=device)
 
     def forward(
         self,

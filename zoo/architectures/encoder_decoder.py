@@ -20,7 +20,7 @@ from .blocks import (
 )
 
 
-def stack_positions(stack: TransformerStack, ids: torch.Tensor, offset: int) -> torch.Tensor:
+def stack_positions(stack: TransformerStack, ids: torch.Tensor, offset: int | torch.Tensor) -> torch.Tensor:
     """The positions of ``ids`` (N, L) that follow ``offset`` earlier (cached) tokens: ``offset .. offset + L - 1``,
     or the numbering the stack's positional encoding takes from the ids (M2M-100 skips padding: a padding token
     at -1, the k-th other token of this call at ``offset + k - 1``, as transformers numbers them when decoding)."""
@@ -28,7 +28,9 @@ def stack_positions(stack: TransformerStack, ids: torch.Tensor, offset: int) -> 
     positions = number(ids) if number is not None else None
     if positions is None:
         return positions_for(ids.shape[1], offset, ids.device)
-    return torch.where(positions >= 0, positions + offset, positions) if offset else positions
+    if isinstance(offset, int) and offset == 0:
+        return positions
+    return torch.where(positions >= 0, positions + offset, positions)
 
 
 class EncoderDecoderModel(nn.Module, Pretrained):
@@ -70,10 +72,15 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         shifted = torch.cat([start, labels[:, :-1]], dim=1)
         return shifted.masked_fill(shifted == -100, self.pad_token_id)
 
-    def new_cache(self, batch_size: int, max_len: int | None = None) -> ModelCache:
+    def new_cache(self, batch_size: int, max_len: int | None = None, *, static: bool = False) -> ModelCache:
+        """Empty decoder caches (self- and cross-attention) for up to ``max_len`` target tokens; ``static`` as in
+        ``DecoderModel.new_cache``."""
         max_len = max_len or self.max_len
-        return ModelCache(
-            self.decoder.new_caches(batch_size, max_len), self.decoder.new_cross_caches(batch_size, max_len)
+        return ModelCache.for_layers(
+            self.decoder.new_caches(batch_size, max_len, static),
+            self.decoder.new_cross_caches(batch_size, max_len),
+            static=static,
+            device=next(self.parameters()).device,
         )
 
     def forward(

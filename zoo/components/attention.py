@@ -295,9 +295,13 @@ class _Attention(nn.Module):
             k, v = self._split_kv(context) if cache is None else cache.get(lambda: self._split_kv(context))
             return q, k, v, mask, None
         k, v = self._split_kv(x)  # (N, Hkv, L, D)
-        start = 0 if cache is None else cache.length
+        L = x.size(1)
+        query_index = None
+        if positions is None or self.masks_keys:
+            start = 0 if cache is None else cache.length  # an int, or a static cache's 0-d tensor
+            query_index = start + torch.arange(L, device=x.device)  # (L,) sequence indices of the queries
         if positions is None:
-            positions = torch.arange(start, start + x.size(1), device=x.device)[None]  # (1, L)
+            positions = query_index[None]  # (1, L)
         key_positions, key_index = positions, None
         rotary = pos if self.rotary is None else self.rotary  # a layer's own rotary replaces the stack's
         if rotary is not None:
@@ -308,8 +312,9 @@ class _Attention(nn.Module):
             key_index = cache.index  # (S,) sequence indices, or None: keys 0 .. S-1 in order
             if key_index is not None and mask is not None:
                 mask = mask.index_select(-1, key_index)  # the model's mask covers every key so far
+            if getattr(cache, "static", False):
+                mask = cache.keys_mask(mask, L)  # fixed buffers: the written keys, padding and causality
         if self.masks_keys:
-            query_index = torch.arange(start, start + x.size(1), device=x.device)
             if key_index is None:
                 key_index = torch.arange(k.size(2), device=x.device)
             local = self.key_mask(query_index, key_index)

@@ -21,6 +21,7 @@ import torch
 from pydantic import ConfigDict, Field, model_validator
 from torch import nn
 
+from zoo.cache import static_cache
 from zoo.config import StrictNumbers
 
 __all__ = ["Block", "BlockCache", "BlockConfig", "NormPosition"]
@@ -163,9 +164,12 @@ class Block(nn.Module):
         self.ffn_post_norm = norm() if after and not self.skip_ffn else None
         self.dropout = nn.Dropout(dropout)
 
-    def new_cache(self, batch_size: int, max_len: int) -> Any:
-        """The self-attention's decoding cache, paired with the FFN's in a ``BlockCache`` when it has one."""
+    def new_cache(self, batch_size: int, max_len: int, static: bool = False) -> Any:
+        """The self-attention's decoding cache, paired with the FFN's in a ``BlockCache`` when it has one;
+        ``static``: a KV cache of fixed shapes (``zoo.cache.static_cache``), which a decode step compiles with."""
         cache = self.attention.new_cache(batch_size, max_len)
+        if static:
+            cache = static_cache(cache, max_len)
         return BlockCache(cache, self.ffn.new_cache(batch_size, max_len)) if self.stateful_ffn else cache
 
     def _residual(

@@ -154,15 +154,17 @@ class MultiHeadLatentAttention(nn.Module):
         latent, k_rope = self.kv_a_proj(x).split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
         latent = self.kv_a_norm(latent).unsqueeze(1)  # (N, 1, L, R)
         k_rope = k_rope.unsqueeze(1)  # (N, 1, L, Dr): one rotary key for every head
-        start = 0 if cache is None else cache.length
         if positions is None:
-            positions = torch.arange(start, start + L, device=x.device)[None]  # (1, L)
+            start = 0 if cache is None else cache.length  # an int, or a static cache's 0-d tensor
+            positions = (start + torch.arange(L, device=x.device))[None]  # (1, L)
         key_positions = positions
         if pos is not None:
             q_rope, k_rope = pos.rotate(q_rope, k_rope, positions)  # before caching, as the keys are rotated
         if cache is not None:
             latent, k_rope = cache.update(latent, k_rope, positions)  # (N, 1, S, R), (N, 1, S, Dr)
             key_positions = cache.positions  # (N, S)
+            if getattr(cache, "static", False):
+                mask = cache.keys_mask(mask, L)  # fixed buffers: the written keys, padding and causality
         k, v = self._keys_values(latent, k_rope)  # (N, H, S, Dn + Dr), (N, H, S, Dv)
         q = torch.cat([q_nope, q_rope], dim=-1)  # (N, H, L, Dn + Dr)
         bias = None if pos is None else pos.score_bias(positions, key_positions)

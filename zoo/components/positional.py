@@ -30,9 +30,11 @@ from zoo.hookspecs import hookimpl
 from zoo.recipe.limits import MAX_POSITIONS
 
 
-def positions_for(length: int, offset: int = 0, device: torch.device | str | None = None) -> torch.Tensor:
-    """Positions ``offset .. offset + length - 1`` as a (1, L) LongTensor."""
-    return torch.arange(offset, offset + length, device=device).unsqueeze(0)  # (1, L)
+def positions_for(
+    length: int, offset: int | torch.Tensor = 0, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Positions ``offset .. offset + length - 1`` as a (1, L) LongTensor (``offset`` an int or a 0-d tensor)."""
+    return (offset + torch.arange(length, device=device)).unsqueeze(0)  # (1, L)
 
 
 def inverse_frequencies(

@@ -1,0 +1,121 @@
+"""The static KV cache and the compiled decode step give the tokens of recomputation, for every tiny recipe
+that generates (plugins' mixers included); the cache's own contract; clear refusals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import zoo
+from zoo.cache import KVCache, RollingKVCache, StaticKVCache, static_cache
+from zoo.errors import ArgumentError, TrainError
+from zoo.generate import generate
+from zoo.recipe.loading import named_recipes
+
+GENERATING = ("decoder", "encoder-decoder")
+TINY = sorted(
+    name for name in named_recipes() if name.endswith("-tiny") and zoo.load_recipe(name).architecture in GENERATING
+)
+PROMPTS = [[5, 17, 3, 8, 8], [9], [40, 2, 2, 7, 100, 31, 4]]  # left-padded to 7: three paddings differ
+
+
+def randomised(recipe: str, seed: int = 0) -> torch.nn.Module:
+    """A tiny model whose greedy choices are not ties (its init alone can leave near-uniform logits)."""
+    torch.manual_seed(seed)
+    model = zoo.build(recipe).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model
+
+
+def test_every_generating_family_is_here():
+    assert {"gpt-tiny", "llama-tiny", "moe-tiny", "t5-tiny", "bart-tiny"} <= set(TINY)
+
+
+@pytest.mark.parametrize("recipe", TINY)
+def test_static_and_compiled_greedy_equal_recomputation(recipe):
+    model = randomised(recipe)
+    expected = generate(model, PROMPTS, max_new_tokens=6, use_cache=False).tokens
+    assert generate(model, PROMPTS, max_new_tokens=6, static_cache=True).tokens == expected
+    torch._dynamo.reset()
+    assert generate(model, PROMPTS, max_new_tokens=6, compile="eager").tokens == expected
+
+
+@pytest.mark.parametrize("recipe", ["llama-tiny", "t5-tiny"])
+def test_one_graph_serves_every_step_and_every_later_call(recipe):
+    model = randomised(recipe)
+    torch._dynamo.reset()
+    counters.clear()
+    generate(model, PROMPTS, max_new_tokens=12, compile="eager")
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs <= 2  # an encoder-decoder's first step also computes the cross-attention keys
+    generate(model, [[3, 1], [4, 1, 5, 9, 2, 6, 5], [2]], max_new_tokens=12, compile="eager")  # same shapes
+    assert counters["stats"]["unique_graphs"] == graphs, "a second call with the same shapes compiled again"
+
+
+def test_compiled_sampling_draws_what_eager_sampling_draws():
+    model = randomised("gpt-tiny")
+    settings = dict(max_new_tokens=12, temperature=0.9, top_k=20, seed=3)
+    expected = generate(model, PROMPTS, **settings).tokens
+    torch._dynamo.reset()
+    assert generate(model, PROMPTS, compile="eager", **settings).tokens == expected
+
+
+def test_a_window_restart_of_a_position_table_resets_the_static_cache():
+    model = randomised("gpt-tiny")  # 128 learned positions: 120 + 20 tokens restart the window once
+    prompt = [[(7 * i) % 250 + 1 for i in range(120)]]
+    expected = generate(model, prompt, max_new_tokens=20, use_cache=False).tokens
+    assert generate(model, prompt, max_new_tokens=20, static_cache=True).tokens == expected
+
+
+def test_the_static_cache_writes_at_its_position_and_masks_what_is_not_written():
+    cache = StaticKVCache(6)
+    k = torch.arange(2 * 1 * 2 * 3, dtype=torch.float32).view(2, 1, 2, 3)
+    keys, values = cache.update(k, -k, torch.tensor([[0, 0], [0, 1]]))
+    assert keys.shape == (2, 1, 6, 3) and int(cache.length) == 2
+    assert torch.equal(keys[:, :, :2], k) and not keys[:, :, 2:].any()
+    padded = torch.tensor([[False, True], [True, True]])  # row 0's first token is padding
+    mask = padded[:, None, None, :] & torch.ones(2, 2, dtype=torch.bool).tril()
+    seen = cache.keys_mask(mask, 2)  # (N, 1, L, max_len)
+    assert seen.shape == (2, 1, 2, 6)
+    assert seen[0, 0].tolist() == [[False] * 6, [False, True, False, False, False, False]]
+    assert seen[1, 0].tolist() == [[True] + [False] * 5, [True, True] + [False] * 4]
+    cache.update(k[:, :, :1], k[:, :, :1])
+    step = cache.keys_mask(None, 1)  # a decode step: the prompt's padding is remembered
+    assert step[:, 0, 0].tolist() == [[False, True, True, False, False, False], [True, True, True, False, False, False]]
+    assert cache.positions[:, :2].tolist() == [[0, 0], [0, 1]]
+    cache.truncate(1)
+    assert int(cache.length) == 1
+    cache.reset()
+    assert int(cache.length) == 0 and bool(cache.real.all())
+
+
+def test_only_growing_kv_caches_become_static():
+    assert isinstance(static_cache(KVCache(8), 8), StaticKVCache)
+    assert isinstance(static_cache(RollingKVCache(4, 8), 8), StaticKVCache)
+    other = object()
+    assert static_cache(other, 8) is other
+    assert zoo.build("gpt-tiny").new_cache(2, 16, static=True).static
+
+
+def test_a_static_cache_that_is_full_says_so():
+    model = zoo.build("gpt-tiny").eval()
+    cache = model.new_cache(1, 4, static=True)
+    with torch.no_grad(), pytest.raises(ValueError, match=r"KV cache full: 0 positions cached, 5 more do not fit"):
+        model(torch.ones(1, 5, dtype=torch.long), cache=cache)
+
+
+def test_bad_decoding_arguments_are_refused():
+    model = zoo.build("gpt-tiny").eval()
+    with pytest.raises(ArgumentError, match=r"compile decodes from a static KV cache: it cannot be used with"):
+        generate(model, [[1, 2]], compile=True, use_cache=False)
+    with pytest.raises(ArgumentError, match=r"static_cache decodes from a static KV cache"):
+        generate(model, [[1, 2]], static_cache=True, use_cache=False)
+    with pytest.raises(ArgumentError, match=r"compile: unknown torch.compile backend 'fast'; known: .*inductor"):
+        generate(model, [[1, 2]], compile="fast")
+    with pytest.raises(TrainError, match="every prompt needs at least one token"):
+        generate(model, [], compile="eager")
+    with pytest.raises(TrainError, match="the prompt needs 200 positions"):
+        generate(model, [[1] * 200], static_cache=True)
