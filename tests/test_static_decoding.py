@@ -119,3 +119,36 @@ def test_bad_decoding_arguments_are_refused():
         generate(model, [], compile="eager")
     with pytest.raises(TrainError, match="the prompt needs 200 positions"):
         generate(model, [[1] * 200], static_cache=True)
+
+
+def test_zoo_generate_compile_and_static_cache_print_the_same_text(tmp_path):
+    from typer.testing import CliRunner
+
+    from zoo.cli import app
+
+    sets = ["--set", "train.steps=3", "--set", "train.batch_size=2", "--set", "train.seq_len=16"]
+    trained = CliRunner().invoke(app, ["train", "gpt-tiny", "--out", str(tmp_path / "run"), "--device", "cpu", *sets])
+    assert trained.exit_code == 0, trained.output
+    ask = ["generate", str(tmp_path / "run"), "--prompt", "The ", "--prompt", "A", "--max-new-tokens", "8"]
+    ask += ["--temperature", "0"]
+    plain = CliRunner().invoke(app, ask)
+    assert plain.exit_code == 0, plain.output
+    for flag in ("--static-cache", "--compile"):
+        other = CliRunner().invoke(app, [*ask, flag])
+        assert other.exit_code == 0, other.output
+        assert other.output == plain.output, flag
+    refused = CliRunner().invoke(app, [*ask, "--compile", "--draft", str(tmp_path / "run")])
+    assert refused.exit_code == 2 and "--draft decodes from growing caches" in refused.output
+
+
+def test_zoo_bench_compile_times_the_compiled_step():
+    from zoo.bench import DeviceRates, bench
+
+    rates = DeviceRates("cpu", "float32", bandwidth=2e9, matmul=5e9)
+    model = zoo.build("gpt-tiny").eval()
+    torch._dynamo.reset()
+    report = bench(model, batches=(1, 2), prompts=(5,), new=4, rates=rates, compile="eager")
+    assert report.compiled and report.to_dict()["compiled"] is True
+    r = model.recipe
+    for c in report.cells:  # a static cache holds prompt + new positions, as the growing one does at the end
+        assert c.new == 4 and c.cache_bytes == 2 * r.num_layers * c.batch * (c.prompt + c.new) * r.d_model * 4

@@ -123,12 +123,15 @@ class BenchReport:
     weight_bytes: int
     rates: DeviceRates
     cells: list[BenchCell] = field(default_factory=list)
+    compiled: bool = False
+    """Decoded with the compiled step over a static cache."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "parameters": self.parameters,
             "weight_bytes": self.weight_bytes,
+            "compiled": self.compiled,
             "rates": asdict(self.rates),
             "cells": [c.to_dict() for c in self.cells],
         }
@@ -164,8 +167,12 @@ def bench(
     new: int = 128,
     rates: DeviceRates | None = None,
     seed: int = 0,
+    compile: bool | str = False,
 ) -> BenchReport:
     """Time greedy generation of ``new`` tokens from random prompts for every (batch, prompt length) of the grid.
+
+    ``compile`` decodes with the compiled step over a static cache (see ``zoo.generate.generate``); each cell's
+    warm-up call pays its compilation, so the timed call does not.
 
     Raises:
         ArgumentError: an empty grid, a batch size or prompt length out of range, fewer than 2 new tokens.
@@ -199,8 +206,11 @@ def bench(
     for p in prompts:
         for b in batches:
             ids = torch.randint(1, vocab, (b, p), generator=g).tolist()
-            generate(model, ids, max_new_tokens=2, temperature=0.0)  # warm-up: first calls of each shape
-            st = generate(model, ids, max_new_tokens=new, temperature=0.0).stats
+            # Warm-up: the first calls of each shape; compiled, the compilation (its cache is sized by ``new``)
+            # and the first run of the compiled code.
+            for _ in range(2 if compile else 1):
+                generate(model, ids, max_new_tokens=new if compile else 2, temperature=0.0, compile=compile)
+            st = generate(model, ids, max_new_tokens=new, temperature=0.0, compile=compile).stats
             step_bytes = weight_bytes + st.cache_bytes  # near the end the cache is (nearly) all read each step
             decode_bound = max(step_bytes / rates.bandwidth, 2 * parameters * b / rates.matmul)
             cells.append(
@@ -221,4 +231,4 @@ def bench(
                 )
             )
     name = recipe.name if recipe is not None else type(model).__name__
-    return BenchReport(name, parameters, weight_bytes, rates, cells)
+    return BenchReport(name, parameters, weight_bytes, rates, cells, compiled=compile is not False)

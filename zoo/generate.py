@@ -463,6 +463,8 @@ def generate_text(
     seed: int | None = None,
     use_cache: bool = True,
     device: str | torch.device | None = None,
+    static_cache: bool = False,
+    compile: bool | str = False,
 ) -> tuple[list[str], GenerationStats]:
     """Text in, text out, with the tokenizer a run was trained with.
 
@@ -475,6 +477,7 @@ def generate_text(
     from zoo.train.checkpoint import Run, load_run
 
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)
+    _compile_backend(compile, static_cache, use_cache)
     if not isinstance(run, Run):
         run = load_run(run, device=device)
     if run.tokenizer is None:
@@ -491,6 +494,8 @@ def generate_text(
         top_p=top_p,
         seed=seed,
         use_cache=use_cache,
+        static_cache=static_cache,
+        compile=compile,
         stop_tokens=[tok.eos_id] if encoder_decoder else [],
         pad_token_id=tok.pad_id,
     )

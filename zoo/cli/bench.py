@@ -38,6 +38,10 @@ def bench(
     device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights and prompts.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print every figure as one JSON object instead.")] = False,
+    compile: Annotated[
+        bool,
+        typer.Option("--compile", help="Decode with the compiled step over a static cache (compiles per cell)."),
+    ] = False,
     set_: Overrides = None,
 ) -> None:
     """Time prefill and decode (TTFT, TPOT near the start and the end, tokens/s, cache memory) per batch and
@@ -61,7 +65,7 @@ def bench(
             net = net.to(parse_dtype(dtype))
     else:
         net = build(load_with_overrides(model, set_), device=target, dtype=dtype)
-    report = run_bench(net.eval(), batches=batches, prompts=prompts, new=new, seed=seed)
+    report = run_bench(net.eval(), batches=batches, prompts=prompts, new=new, seed=seed, compile=compile)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -78,7 +82,7 @@ def _render(report: Any) -> None:
     show.print(
         f"[bold]{escape(report.model)}[/bold]: {report.parameters:,} parameters ({size(report.weight_bytes)}) on "
         f"{r.device}, {r.dtype}; measured here: {r.bandwidth / 1e9:,.1f} GB/s copy, "
-        f"{r.matmul / 1e9:,.1f} GFLOP/s matmul"
+        f"{r.matmul / 1e9:,.1f} GFLOP/s matmul" + ("; decoding compiled (static cache)" if report.compiled else "")
     )
     prefill = table(
         "Prefill: time to first token (ms)",

@@ -263,10 +263,22 @@ def generate(
         ),
     ] = None,
     draft_tokens: Annotated[int, typer.Option("--draft-tokens", help="--draft: tokens proposed per round.")] = 4,
+    compile: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            help="Compile the decode step (torch.compile, fullgraph; CUDA graphs on a GPU) over a static KV "
+            "cache: the first call pays the compilation.",
+        ),
+    ] = False,
+    static_cache: Annotated[
+        bool, typer.Option("--static-cache", help="A KV cache of fixed shapes (what --compile decodes from).")
+    ] = False,
 ) -> None:
     """Generate from a trained run: continue each prompt (decoder) or map it to its target (encoder-decoder)."""
     from rich.markup import escape
 
+    from zoo.errors import ArgumentError
     from zoo.generate import check_generation, generate_text
     from zoo.train import load_run
     from zoo.train.distributed import pick_device
@@ -274,6 +286,8 @@ def generate(
     from .render import console, size
 
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)  # before the run is loaded
+    if draft is not None and (compile or static_cache):
+        raise ArgumentError("--draft decodes from growing caches: leave out --compile and --static-cache")
     run = load_run(run_dir, device=pick_device(device.value))
     if draft is not None:
         _speculative(
@@ -298,6 +312,8 @@ def generate(
         top_p=top_p,
         seed=seed,
         use_cache=not no_cache,
+        static_cache=static_cache,
+        compile=compile,
     )
     show = console()
     arrow = " -> " if run.maps_source_to_target else ""  # a target, not a continuation
