@@ -26,6 +26,8 @@ class KVCache:
         max_len: the most positions the cache can hold.
     """
 
+    static = False
+
     def __init__(self, max_len: int) -> None:
         if max_len < 1:
             raise ValueError(f"max_len ({max_len}) must be >= 1")
@@ -76,6 +78,12 @@ class KVCache:
         """Forget the cached positions; the buffers are kept for the next sequence."""
         self.length = 0
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (batch indices): sequences that stopped leave the batch."""
+        if self.k is not None and self.v is not None and self._positions is not None:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+            self._positions = self._positions.index_select(0, rows)
+
     def truncate(self, length: int) -> None:
         """Keep the first ``length`` positions only (speculative decoding drops the rejected draft tokens)."""
         if not 0 <= length <= self.length:
@@ -105,6 +113,8 @@ class RollingKVCache:
         max_len: the most positions this cache will see, or None for no limit. Only when it is smaller
             than the window does it bound anything (the buffer, and then the positions accepted).
     """
+
+    static = False
 
     def __init__(self, window: int, max_len: int | None = None) -> None:
         if window < 1:
@@ -171,6 +181,12 @@ class RollingKVCache:
     def reset(self) -> None:
         """Forget the cached positions; the buffers are kept for the next sequence."""
         self.length = 0
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (batch indices): sequences that stopped leave the batch."""
+        if self.k is not None and self.v is not None and self.pos is not None:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+            self.pos = self.pos.index_select(0, rows)
 
     @property
     def nbytes(self) -> int:
@@ -296,6 +312,8 @@ def static_cache(cache: object, max_len: int) -> object:
 class CrossKVCache:
     """Cross-attention keys and values of the encoder output, computed once and reused every step."""
 
+    static = False
+
     def __init__(self) -> None:
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
@@ -309,6 +327,11 @@ class CrossKVCache:
     def reset(self) -> None:
         """Forget the stored K/V (a new encoder output is coming)."""
         self.k = self.v = None
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (batch indices): sequences that stopped leave the batch."""
+        if self.k is not None and self.v is not None:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
 
     @property
     def nbytes(self) -> int:

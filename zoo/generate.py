@@ -275,6 +275,19 @@ def generate(
     return GenerationOutput(tokens, stats)
 
 
+def _picker(*, temperature: float, top_k: int | None, top_p: float | None, generator: torch.Generator | None) -> Any:
+    """``sample_next`` with its settings checked once, not at every step: logits (N, V) -> tokens (N,)."""
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+    if temperature == 0:
+        return lambda logits: logits.argmax(dim=-1)
+
+    def draw(logits: torch.Tensor) -> torch.Tensor:
+        probs = next_token_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+    return draw
+
+
 def _compile_backend(compile: bool | str, static_cache: bool, use_cache: bool) -> str | None:
     """The ``torch.compile`` backend ``compile`` names (None: eager), checked against the other settings."""
     if compile is False:
@@ -333,17 +346,31 @@ def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock
     """Drive a step function: sample, feed back, stop rows at a stop token; return (tokens, the time each token
     was sampled, cache)."""
     logits, cache = steps.send(None)  # prefill
+    pick = _picker(**sample)
+    n = logits.size(0)
+    # Rows that stop leave the batch, so they cost no more steps, where every cache can drop rows.
+    compact = cache is None or cache.selectable()
+    alive: torch.Tensor | None = None  # the rows still decoding, by their index in the call (None: all)
     times: list[float] = []
     out, finished = [], None
     for i in range(max_new_tokens):
-        token = sample_next(logits, **sample)  # (N,)
-        stopped = torch.isin(token, stops) if len(stops) else torch.zeros_like(token, dtype=torch.bool)
-        finished = stopped if finished is None else finished | stopped
-        out.append(torch.where(finished, -1, token))
+        token = pick(logits)  # (rows decoding,)
+        if len(stops):
+            stopped = torch.isin(token, stops)
+            finished = stopped if finished is None else finished | stopped
+            row = torch.where(finished, -1, token)
+            out.append(row if alive is None else row.new_full((n,), -1).index_copy_(0, alive, row))
+        else:
+            out.append(token)
         times.append(clock())
-        if i == max_new_tokens - 1 or (len(stops) and bool(finished.all())):
+        if i == max_new_tokens - 1 or (finished is not None and bool(finished.all())):
             break
-        logits = steps.send(token)
+        keep = None
+        if compact and finished is not None and bool(finished.any()):
+            keep = (~finished).nonzero().squeeze(1)
+            alive = keep if alive is None else alive[keep]
+            token, finished = token[keep], finished[keep]
+        logits = steps.send((token, keep))
     steps.close()
     rows = torch.stack(out, dim=1).tolist()  # (N, T); -1 from a row's stop token on
     tokens = [row[: row.index(-1)] if -1 in row else row for row in rows]
@@ -390,8 +417,11 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decod
         cache = model.new_cache(n, min(total, limit) if limit else total, static=decode.static)
         logits, next_position, masked = prefill(cache)
         decode.prepare(cache)
-        token = yield logits, cache
+        token, keep = yield logits, cache
         while True:
+            if keep is not None:  # rows that stopped leave the batch
+                seq, full_mask, next_position = seq[keep], full_mask[keep], next_position[keep]
+                cache.select(keep)
             seq[:, length] = token
             length += 1
             if limit is not None and length - start > limit:  # the window is full: restart it
@@ -411,17 +441,19 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decod
                     cache=cache,
                 )
                 logits, next_position = out.logits[:, -1], next_position + 1
-            token = yield logits
+            token, keep = yield logits
     else:
         logits, _, _ = prefill(None)
-        token = yield logits, None
+        token, keep = yield logits, None
         while True:
+            if keep is not None:
+                seq, full_mask = seq[keep], full_mask[keep]
             seq[:, length] = token
             length += 1
             if limit is not None and length - start > limit:
                 start = length - limit // 2
             logits, _, _ = prefill(None)
-            token = yield logits
+            token, keep = yield logits
 
 
 def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, device, decode):
@@ -438,18 +470,24 @@ def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, devic
         cache = model.new_cache(n, max_new_tokens + 1, static=decode.static)
         out = model(decoder_input_ids=start, attention_mask=src_mask, encoder_hidden=encoded, cache=cache)
         decode.prepare(cache)
-        token = yield out.logits[:, -1], cache
+        token, keep = yield out.logits[:, -1], cache
         while True:
+            if keep is not None:  # rows that stopped leave the batch
+                encoded, src_mask = encoded[keep], None if src_mask is None else src_mask[keep]
+                cache.select(keep)
             decode.begin()
-            token = yield decode.seq2seq_step(model, token[:, None], src_mask, encoded, cache)
+            token, keep = yield decode.seq2seq_step(model, token[:, None], src_mask, encoded, cache)
     else:
         seq = start
         out = model(decoder_input_ids=seq, attention_mask=src_mask, encoder_hidden=encoded)
-        token = yield out.logits[:, -1], None
+        token, keep = yield out.logits[:, -1], None
         while True:
+            if keep is not None:
+                seq, encoded = seq[keep], encoded[keep]
+                src_mask = None if src_mask is None else src_mask[keep]
             seq = torch.cat([seq, token[:, None]], dim=1)
             out = model(decoder_input_ids=seq, attention_mask=src_mask, encoder_hidden=encoded)
-            token = yield out.logits[:, -1]
+            token, keep = yield out.logits[:, -1]
 
 
 def generate_text(

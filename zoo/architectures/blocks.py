@@ -95,6 +95,15 @@ class ModelCache:
         else:
             self.length = 0
 
+    def selectable(self) -> bool:
+        """Whether every layer's cache can drop batch rows (``select``): a static cache keeps its shapes."""
+        return all(callable(getattr(c, "select", None)) for c in [*self.layers, *self.cross])
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows in every layer (sequences that stopped leave the batch)."""
+        for c in [*self.layers, *self.cross]:
+            c.select(rows)
+
     def tensors(self) -> list[torch.Tensor]:
         """The tensors a static cache writes in place (a CUDA graph needs their addresses fixed)."""
         held = [self.length] if isinstance(self.length, torch.Tensor) else []
@@ -146,6 +155,7 @@ class TransformerStack(nn.Module):
         self.causal = causal
         self.positional = positional
         self.embed_norm = embed_norm
+        self.embed_norm_used = not isinstance(embed_norm, nn.Identity)  # decoding skips calling an Identity
         self.embed_dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(blocks)
         self.final_norm = final_norm
@@ -162,7 +172,11 @@ class TransformerStack(nn.Module):
         cross_caches: list[Any] | None = None,
     ) -> torch.Tensor:
         """Embedded input (N, L, E) -> hidden states (N, L, E)."""
-        x = self.embed_dropout(self.embed_norm(self.positional.embed(x, positions)))
+        x = self.positional.embed(x, positions)
+        if self.embed_norm_used:
+            x = self.embed_norm(x)
+        if self.training:
+            x = self.embed_dropout(x)
         recompute = self.training and torch.is_grad_enabled() and caches is None and cross_caches is None
         for i, block in enumerate(self.blocks):
             kwargs = dict(

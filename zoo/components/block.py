@@ -107,6 +107,19 @@ class BlockCache:
         self.attention.reset()
         self.ffn.reset()
 
+    @property
+    def select(self) -> Any:
+        """``select(rows)`` where both caches can drop batch rows, else None."""
+        a, f = getattr(self.attention, "select", None), getattr(self.ffn, "select", None)
+        if not (callable(a) and callable(f)):
+            return None
+
+        def select(rows: torch.Tensor) -> None:
+            a(rows)
+            f(rows)
+
+        return select
+
 
 class Block(nn.Module):
     """One Transformer block: self-attention, optional cross-attention, feed-forward, each residual.
@@ -180,11 +193,14 @@ class Block(nn.Module):
         f: Callable[[torch.Tensor], torch.Tensor],
     ) -> torch.Tensor:
         if self.norm_position == "post":
-            return norm(x + self.dropout(f(x)))
+            return norm(x + self._dropout(f(x)))
         y = f(x if norm is None else norm(x))  # no input norm: the output layout
         if post_norm is not None:
             y = post_norm(y)
-        return x + self.dropout(y)
+        return x + self._dropout(y)
+
+    def _dropout(self, y: torch.Tensor) -> torch.Tensor:
+        return self.dropout(y) if self.training else y  # dropout is the identity in eval: skip the call
 
     def forward(
         self,
@@ -215,7 +231,7 @@ class Block(nn.Module):
                 out = out + self.cross_attention(c, context=context, mask=context_mask, cache=cross_cache)
             if not self.skip_ffn:
                 out = out + ffn(h if self.ffn_norm is None else self.ffn_norm(x))
-            return x + self.dropout(out)
+            return x + self._dropout(out)
         x = self._residual(
             x,
             self.attention_norm,

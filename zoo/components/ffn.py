@@ -91,7 +91,8 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (N, L, E) -> (N, L, E); H is the hidden width."""
         h = self.act(self.up_proj(x))  # (N, L, H)
-        return self.dropout(self.down_proj(h))  # (N, L, E)
+        y = self.down_proj(h)  # (N, L, E)
+        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
 
 
 def gated_hidden(d_model: int, multiple_of: int = 256) -> int:
@@ -144,7 +145,8 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (N, L, E) -> (N, L, E); H is the hidden width."""
         h = self.act(self.gate_proj(x)) * self.up_proj(x)  # (N, L, H)
-        return self.dropout(self.down_proj(h))  # (N, L, E)
+        y = self.down_proj(h)  # (N, L, E)
+        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
 
 
 SwiGLU = preset(
