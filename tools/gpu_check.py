@@ -15,8 +15,9 @@
    predicted at the second batch from the MFU the first one achieved vs the measured one (informational).
 5. Decoding against its roofline: ``zoo bench`` of the llama-3.2-1b-sized decoder in bf16 with random weights at
    batch 1 and 8, prompt 128, 128 new tokens: TPOT next to the bound of reading the weights and the cache at the
-   memory bandwidth measured in the same run (eager decoding; informational), and speculative decoding with a
-   2-layer draft gives the target's greedy tokens.
+   memory bandwidth measured in the same run, eager and compiled (CUDA graphs; batch 1 must reach 70% of the
+   bound), transformers' static-cache compiled generate beside it, and speculative decoding with a 2-layer draft
+   gives the target's greedy tokens. Section 1 also checks the static cache and compiled decoding.
 
 Exits 0 when every check passes, 1 when one fails, 2 when there is no CUDA device.
 """
@@ -61,6 +62,15 @@ def generation_checks() -> None:
         cached = generate(model, prompts, max_new_tokens=48).tokens
         recomputed = generate(model, prompts, max_new_tokens=48, use_cache=False).tokens
         check(cached == recomputed, f"{label}: {sum(map(len, cached))} tokens identical")
+        static = generate(model, prompts, max_new_tokens=48, static_cache=True).tokens
+        check(static == recomputed, f"{label}: static cache identical")
+    for name in ("llama-tiny", "t5-tiny"):  # inductor with CUDA graphs over the static cache
+        torch.manual_seed(0)
+        model = zoo.build(name, device="cuda", init_std=0.3).eval()
+        prompts = [torch.randint(1, 256, (n,)).tolist() for n in (5, 12, 9, 1)]
+        recomputed = generate(model, prompts, max_new_tokens=32, use_cache=False).tokens
+        compiled = [generate(model, prompts, max_new_tokens=32, compile=True).tokens for _ in range(2)]
+        check(all(c == recomputed for c in compiled), f"{name}: compiled (CUDA graphs) identical, twice")
 
 
 def training_checks(root: Path, quick: bool) -> None:
@@ -242,12 +252,18 @@ def decode_checks() -> None:
     report = bench(model, batches=(1, 8), prompts=(128,), new=128)
     r = report.rates
     print(f"   measured: {r.bandwidth / 1e9:,.0f} GB/s copy, {r.matmul / 1e12:,.0f} TFLOP/s bf16 matmul")
-    for c in report.cells:
-        print(
-            f"   batch {c.batch} x {c.prompt}: TTFT {c.ttft_s * 1e3:.1f} ms, TPOT {c.tpot_start_s * 1e3:.2f} ms at "
-            f"{c.start_position} / {c.tpot_end_s * 1e3:.2f} ms at {c.end_position}, bound "
-            f"{c.decode_bound_s * 1e3:.3f} ms ({c.decode_efficiency:.0%} of it), {c.tokens_per_s:,.0f} tokens/s"
-        )
+    compiled = bench(model, batches=(1, 8), prompts=(128,), new=128, rates=r, compile=True)
+    for label, rep in (("eager", report), ("compiled", compiled)):
+        for c in rep.cells:
+            print(
+                f"   {label} batch {c.batch} x {c.prompt}: TTFT {c.ttft_s * 1e3:.1f} ms, TPOT "
+                f"{c.tpot_start_s * 1e3:.2f} ms at {c.start_position} / {c.tpot_end_s * 1e3:.2f} ms at "
+                f"{c.end_position}, bound {c.decode_bound_s * 1e3:.3f} ms ({c.decode_efficiency:.0%} of it), "
+                f"{c.tokens_per_s:,.0f} tokens/s"
+            )
+    one = compiled.cells[0]
+    check(one.decode_efficiency >= 0.7, f"compiled batch-1 decoding at {one.decode_efficiency:.0%} of the bound")
+    hf_static_compiled(model, one.tokens_per_s)
     draft = zoo.build("llama-3.2-1b", device="cuda", dtype="bfloat16", num_layers=2).eval()
     prompt = [list(range(1, 33))]
     expected = generate(model, prompt, max_new_tokens=32).tokens
@@ -255,6 +271,42 @@ def decode_checks() -> None:
     check(out.tokens == expected, "speculative greedy decoding gives the target's tokens on the GPU")
     del model, draft
     torch.cuda.empty_cache()
+
+
+def hf_static_compiled(model: torch.nn.Module, zoo_tokens_per_s: float) -> None:
+    """transformers' static-cache compiled generate of the same weights (``zoo.hf.to_hf``), batch 1, prompt 128,
+    128 new tokens, beside zoo's compiled figure (informational)."""
+    try:
+        from zoo.hf import to_hf
+    except ImportError:
+        print("   transformers is not installed: no side-by-side figure")
+        return
+    from transformers import AutoModelForCausalLM
+
+    with tempfile.TemporaryDirectory() as folder:
+        to_hf(model, folder)
+        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).to("cuda").eval()
+    prompt = torch.randint(1, 1000, (1, 128), device="cuda")
+    mask = torch.ones_like(prompt)
+
+    def run() -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        hf.generate(
+            prompt, attention_mask=mask, max_new_tokens=128, min_new_tokens=128, do_sample=False,
+            cache_implementation="static",
+        )  # fmt: skip
+        torch.cuda.synchronize()
+        return 128 / (time.perf_counter() - start)
+
+    with torch.inference_mode():
+        run()
+        run()  # compiled (transformers compiles static-cache generation on CUDA), then warm
+        rate = max(run() for _ in range(3))
+    print(
+        f"   transformers static cache, compiled: {rate:,.0f} tokens/s; zoo compiled {zoo_tokens_per_s:,.0f} "
+        f"-> {zoo_tokens_per_s / rate:.2f}x"
+    )
 
 
 def main() -> int:
