@@ -92,6 +92,40 @@ def test_live_bytes_agrees_with_torchs_mem_tracker(name):
     assert live.peak_phase in ("forward", "backward", "optimizer")
 
 
+def test_meta_tensors_run_as_cpu_tensors_without_memory():
+    """The plan's fake tensors: CPU autocast applies to them, views share their storage, nothing is allocated."""
+    from zoo.analysis.metatensor import MetaMode, MetaTensor
+
+    with MetaMode():
+        x = torch.zeros(8, 64)
+        weight = torch.nn.Parameter(torch.empty(32, 64))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.nn.functional.linear(x, weight)
+        view = x.view(64, 8)[2:]
+        made = [torch.arange(10), torch.rand(3, 3), torch.full((2,), 1.0), torch.scalar_tensor(2.0), x.clone()]
+        y.float().sum().backward()
+    assert isinstance(y, MetaTensor) and y.dtype == torch.bfloat16 and y.shape == (8, 32)
+    assert x.device == torch.device("cpu") and not x.is_meta and x.untyped_storage().device.type == "meta"
+    assert view.untyped_storage() is x.untyped_storage()
+    assert all(isinstance(t, MetaTensor) and t.untyped_storage().device.type == "meta" for t in made)
+    assert isinstance(weight.grad, MetaTensor) and weight.grad.shape == weight.shape
+    with MetaMode(), pytest.raises(RuntimeError, match="meta"):
+        torch.zeros(3).sum().item()  # no values
+
+
+def test_tracing_a_step_does_not_import_torch_dynamo():
+    code = (
+        "import sys, torch\n"
+        "from zoo.analysis.steptrace import trace_step\n"
+        "from zoo.recipe import load_recipe\n"
+        "trace_step(load_recipe('moe-tiny'), micro_batch=2, seq_len=16, precision='bf16')\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"  # it takes seconds to import: longer than the trace
+
+
 @pytest.mark.parametrize("checkpointing", ["none", "every"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("name", FAMILIES)

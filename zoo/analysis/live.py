@@ -38,6 +38,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from .metatensor import MetaTensor, dynamo_disabled
+
 __all__ = ["CATEGORIES", "LiveBytes", "Segment"]
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "casts", "temporaries")
@@ -216,6 +218,11 @@ class LiveBytes(TorchDispatchMode):
             handle.remove()
         self._handles.clear()
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # torch's own wrapper would import torch._dynamo (seconds): see dynamo_disabled
+
+    @dynamo_disabled
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if any(getattr(t, "__name__", "") == "DTensor" for t in types):
             return NotImplemented  # DTensor runs its local operators, which come back here
@@ -330,9 +337,10 @@ def _tensors_of(output: Any) -> Any:
 
 
 def _is_fake(t: Any) -> bool:
+    """A tensor without data: zoo's ``MetaTensor`` (the plan's) or torch's ``FakeTensor``."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    return isinstance(t, FakeTensor)
+    return isinstance(t, (MetaTensor, FakeTensor))
 
 
 def _storages(t: Any) -> Iterable[torch.UntypedStorage]:

@@ -3,10 +3,11 @@
 The memory a step needs is not a formula here: the components say it themselves, by running. The recipe's
 model is built on the meta device; one block of each kind (same components, same configs, same
 checkpointing) is kept, with the embedding, the head and the loss, and its weights become fake tensors
-(``FakeTensorMode``: shapes and dtypes, no memory). One training step of the trainer (autocast at the
-precision, the objective's loss, backward, gradient clipping, fused AdamW, ``zero_grad``) runs on it under
-``LiveBytes``, which records the live bytes after every operator and divides the step into segments: each
-unit's forward, its backward (checkpointed blocks recompute there), the optimizer.
+(``zoo.analysis.metatensor``: shapes and dtypes, no memory, dispatched as CPU tensors). One training step of
+the trainer (autocast at the precision, the objective's loss, backward, gradient clipping, fused AdamW's
+operators, ``zero_grad``) runs on it under ``LiveBytes``, which records the live bytes after every operator
+and divides the step into segments: each unit's forward, its backward (checkpointed blocks recompute
+there), the optimizer.
 
 ``compose`` then lays the segments out for the whole model: every block of the stack is its kind's segment,
 forward in order and backward in reverse, each starting where the previous one ended. Weights and optimizer
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import gc
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -244,7 +246,7 @@ def _reduce(model: nn.Module) -> dict[str, list[str]]:
 
 
 def _to_fake(model: nn.Module) -> None:
-    """Replace the meta weights and buffers with fake CPU ones (under an active ``FakeTensorMode``), ties kept."""
+    """Replace the meta weights and buffers with fake CPU ones (under an active ``MetaMode``), ties kept."""
     import torch
     from torch import nn
 
@@ -263,6 +265,79 @@ def _to_fake(model: nn.Module) -> None:
         for name, value in list(vars(module).items()):
             if isinstance(value, torch.Tensor) and value.device.type == "meta":
                 setattr(module, name, torch.zeros(value.shape, dtype=value.dtype))
+
+
+class _FusedAdamW:
+    """What ``torch.optim.AdamW(fused=True)`` does to memory, for the trace; torch's own optimizer imports
+    ``torch._dynamo`` when it is made and at every step (seconds of start-up, more than the trace).
+
+    The same state (two moments like each parameter and a float32 step count each, made by the first step),
+    the same operators in its step (``_foreach_add_`` on the step counts, ``_fused_adamw_``: in place), and the
+    step hooks ``LiveBytes`` registers. The trainer's real AdamW is what the tests measure it against.
+    """
+
+    def __init__(self, groups: list[dict[str, Any]]) -> None:
+        self.param_groups = groups
+        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
+        self._hooks: dict[str, OrderedDict[int, Any]] = {"pre": OrderedDict(), "post": OrderedDict()}
+
+    def _register(self, when: str, hook: Any) -> Any:
+        from torch.utils.hooks import RemovableHandle
+
+        handle = RemovableHandle(self._hooks[when])
+        self._hooks[when][handle.id] = hook
+        return handle
+
+    def register_step_pre_hook(self, hook: Any) -> Any:
+        return self._register("pre", hook)
+
+    def register_step_post_hook(self, hook: Any) -> Any:
+        return self._register("post", hook)
+
+    def step(self) -> None:
+        import torch
+
+        for hook in list(self._hooks["pre"].values()):
+            hook(self, (), {})
+        with torch.no_grad():
+            for group in self.param_groups:
+                by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    if p not in self.state:
+                        self.state[p] = {
+                            "step": torch.zeros((), dtype=torch.float32, device=p.device),
+                            "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                            "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+                        }
+                    by_dtype.setdefault(p.dtype, []).append(p)
+                for params in by_dtype.values():
+                    state = [self.state[p] for p in params]
+                    steps = [s["step"] for s in state]
+                    torch._foreach_add_(steps, 1)
+                    torch._fused_adamw_(
+                        params,
+                        [p.grad for p in params],
+                        [s["exp_avg"] for s in state],
+                        [s["exp_avg_sq"] for s in state],
+                        [],
+                        steps,
+                        amsgrad=False,
+                        lr=1e-3,
+                        beta1=0.9,
+                        beta2=0.999,
+                        weight_decay=group.get("weight_decay", 0.0),
+                        eps=1e-8,
+                        maximize=False,
+                    )
+        for hook in list(self._hooks["post"].values()):
+            hook(self, (), {})
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
 
 
 def _nonzero_share(model: nn.Module) -> tuple[Any, list[Any]]:
@@ -308,7 +383,6 @@ def trace_step(
         PlanError: a component that cannot run on fake tensors.
     """
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
     from zoo.architectures.blocks import set_activation_checkpointing
     from zoo.builder import build
@@ -317,6 +391,7 @@ def trace_step(
     from zoo.train.objectives import objective_name
 
     from .live import LiveBytes
+    from .metatensor import MetaMode
     from .parts import model_parts
 
     model = build(recipe, device="meta")
@@ -338,13 +413,15 @@ def trace_step(
     objective = objective_name(recipe)
     amp = _autocast_dtype(precision)
     notes: list[str] = []
+    if checkpointing != "none":  # torch.utils.checkpoint reads torch._dynamo's config: import it outside the
+        import torch._dynamo  # noqa: F401  modes (tensors it makes at import would be fake and counted)
     was_enabled = gc.isenabled()
     gc.disable()  # every storage freed by reference counting, at the same operator in every trace
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True):
+        with MetaMode():  # entered first: LiveBytes, inside it, sees every operator before it runs on meta
             _to_fake(model)
             model.train()
-            optimizer = torch.optim.AdamW(parameter_groups(model, recipe.train.weight_decay), fused=True)
+            optimizer = _FusedAdamW(parameter_groups(model, recipe.train.weight_decay))
             for p in model.parameters():  # the state exists before the measured step, as from step 2 on
                 p.grad = torch.zeros_like(p)
             optimizer.step()

@@ -371,6 +371,21 @@ def _folder_recipe(folder: Path) -> tuple[Path | None, dict[str, Any]]:
     return found.recipe_file, read_recipe_file(found.recipe_file)
 
 
+def named_recipe(name: str) -> Path | None:
+    """``named_recipes().get(name)``, reading only the files of that name (not every shipped recipe)."""
+    for plugin, base in recipe_sources():
+        files = [base] if _is_file(base) else sorted(base.glob("*.y*ml")) + sorted(base.glob("*.json"))
+        for f in files:
+            if f.stem != name:
+                continue
+            problem, new = _unreadable(f)
+            if problem is None:
+                return f
+            if new:
+                report_recipe_problem(plugin, f, problem)
+    return None
+
+
 def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     """A recipe file from a path (relative to ``relative_to`` first) or a recipe name."""
     if len(ref) > MAX_REF_CHARS:
@@ -381,9 +396,10 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     for c in candidates:
         if _is_file(c):
             return c
+    found = named_recipe(ref)
+    if found is not None:
+        return found
     named = named_recipes()
-    if ref in named:
-        return named[ref]
     hint = did_you_mean(ref, sorted(named))
     raise RecipeError(
         f"no recipe file or named recipe {ref!r}{hint}; named recipes: {', '.join(sorted(named)) or 'none'}"
