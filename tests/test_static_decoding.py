@@ -154,26 +154,29 @@ def test_zoo_bench_compile_times_the_compiled_step():
         assert c.new == 4 and c.cache_bytes == 2 * r.num_layers * c.batch * (c.prompt + c.new) * r.d_model * 4
 
 
-@pytest.mark.parametrize("recipe", ["gpt-tiny", "mistral-tiny", "t5-tiny", "rwkv-tiny"])
+@pytest.mark.parametrize("recipe", ["gpt-tiny", "mistral-tiny", "t5-tiny", "rwkv-tiny", "mamba-tiny"])
 def test_rows_that_stop_leave_the_batch_and_the_rest_decode_as_alone(recipe):
     model = randomised(recipe)
     prompts = [[5, 17, 3, 8, 8], [9], [40, 2, 2, 7, 100, 31, 4], [1, 2, 3]]
     free = generate(model, prompts, max_new_tokens=12).tokens
     stops = {free[0][2], free[2][4]}  # two rows stop early
-    rows: list[int] = []
 
-    def count(module, args, kwargs):
-        rows.append((args[0] if args else kwargs["decoder_input_ids"]).shape[0])
+    def rows_per_step(**options) -> tuple[list[list[int]], list[int]]:
+        rows: list[int] = []
 
-    hook = model.register_forward_pre_hook(count, with_kwargs=True)
-    out = generate(model, prompts, max_new_tokens=12, stop_tokens=stops).tokens
-    hook.remove()
+        def count(module, args, kwargs):
+            rows.append((args[0] if args else kwargs["decoder_input_ids"]).shape[0])
+
+        hook = model.register_forward_pre_hook(count, with_kwargs=True)
+        try:
+            return generate(model, prompts, max_new_tokens=12, stop_tokens=stops, **options).tokens, rows
+        finally:
+            hook.remove()
+
+    out, rows = rows_per_step()
     assert out == [generate(model, [p], max_new_tokens=12, stop_tokens=stops).tokens[0] for p in prompts]
     assert out == generate(model, prompts, max_new_tokens=12, stop_tokens=stops, use_cache=False).tokens
-    assert out == generate(model, prompts, max_new_tokens=12, stop_tokens=stops, static_cache=True).tokens
-    still = sum(len(t) < 12 for t in out)
-    assert still >= 1
-    if recipe == "rwkv-tiny":  # its recurrent states cannot drop rows: every step keeps the whole batch
-        assert set(rows) == {4}
-    else:  # the stopped rows stop costing steps
-        assert rows[-1] == 4 - still
+    stopped = sum(len(t) < 12 for t in out)
+    assert stopped >= 1 and rows[0] == 4 and rows[-1] == 4 - stopped  # the stopped rows cost no more steps
+    static, static_rows = rows_per_step(static_cache=True)
+    assert static == out and set(static_rows) == {4}  # a static cache keeps its shapes: whole-batch steps

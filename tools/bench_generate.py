@@ -124,7 +124,7 @@ def best_time(run, rounds: list[float]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=count_argument(1, 100_000), default=5)
+    parser.add_argument("--rounds", type=count_argument(1, 100_000), default=10)
     parser.add_argument("--new-tokens", type=count_argument(1, 100_000), default=256)
     parser.add_argument("--no-compile", action="store_true", help="leave out the compiled contestants (minutes)")
     args = parser.parse_args()

@@ -348,8 +348,9 @@ def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock
     logits, cache = steps.send(None)  # prefill
     pick = _picker(**sample)
     n = logits.size(0)
-    # Rows that stop leave the batch, so they cost no more steps, where every cache can drop rows.
-    compact = cache is None or cache.selectable()
+    # Rows that stop leave the batch, so they cost no more steps, where every cache can drop rows (a static
+    # cache keeps its shapes, for the compiled step).
+    compact = cache is None or (not cache.static and cache.selectable())
     alive: torch.Tensor | None = None  # the rows still decoding, by their index in the call (None: all)
     times: list[float] = []
     out, finished = [], None

@@ -58,7 +58,9 @@ def register_components(register: Register) -> None:
 
     The module built must keep its kind's contract (docs/writing-a-plugin.md lists them): for attention,
     ``forward(x, *, context=None, mask=None, positions=None, pos=None, cache=None)`` and
-    ``new_cache(batch_size, max_len)`` returning an object with ``nbytes`` and ``length``.
+    ``new_cache(batch_size, max_len)`` returning an object with ``nbytes`` and ``length``. A ``zoo.cache``
+    ``KVCache`` or ``RollingKVCache`` becomes a ``StaticKVCache`` for compiled decoding by itself; a cache of
+    another kind that also has ``select(rows)`` lets finished rows leave a batch.
     """
 
 

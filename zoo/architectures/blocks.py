@@ -96,7 +96,7 @@ class ModelCache:
             self.length = 0
 
     def selectable(self) -> bool:
-        """Whether every layer's cache can drop batch rows (``select``): a static cache keeps its shapes."""
+        """Whether every layer's cache can drop batch rows (``select``; a ``StaticKVCache`` cannot)."""
         return all(callable(getattr(c, "select", None)) for c in [*self.layers, *self.cross])
 
     def select(self, rows: torch.Tensor) -> None:

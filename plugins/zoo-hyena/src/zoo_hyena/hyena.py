@@ -133,6 +133,13 @@ class HyenaCache:
         self.short = None
         self.filters = None
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows (sequences that stopped leave the batch); the filters have no batch."""
+        if self.history is not None:
+            self.history = self.history.index_select(0, rows)
+        if self.short is not None:
+            self.short = self.short.index_select(0, rows)
+
     @property
     def nbytes(self) -> int:
         return sum(t.nbytes for t in (self.history, self.short, self.filters) if t is not None)

@@ -42,6 +42,11 @@ class SSMState:
             if t is not None:
                 t.zero_()
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows (sequences that stopped leave the batch)."""
+        if self.conv is not None and self.ssm is not None:
+            self.conv, self.ssm = self.conv.index_select(0, rows), self.ssm.index_select(0, rows)
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the two states (0 before the first token); independent of ``length``."""

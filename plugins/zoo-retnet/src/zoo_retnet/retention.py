@@ -99,6 +99,11 @@ class RetentionState:
         if self.state is not None:
             self.state.zero_()
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows (sequences that stopped leave the batch)."""
+        if self.state is not None:
+            self.state = self.state.index_select(0, rows)
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the state (0 before the first token); independent of ``length``."""

@@ -147,6 +147,11 @@ class ShiftState:
         self.length = 0
         self.last = None
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows (sequences that stopped leave the batch)."""
+        if self.last is not None:
+            self.last = self.last.index_select(0, rows)
+
     @property
     def nbytes(self) -> int:
         return 0 if self.last is None else self.last.nbytes
@@ -162,6 +167,11 @@ class TimeMixState(ShiftState):
     def reset(self) -> None:
         super().reset()
         self.wkv = None
+
+    def select(self, rows: torch.Tensor) -> None:
+        super().select(rows)
+        if self.wkv is not None:
+            self.wkv = tuple(t.index_select(0, rows) for t in self.wkv)
 
     @property
     def nbytes(self) -> int:
