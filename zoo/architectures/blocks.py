@@ -195,9 +195,7 @@ class TransformerStack(nn.Module):
         return self.final_norm(x)
 
     def new_caches(self, batch_size: int, max_len: int, static: bool = False) -> list[Any]:
-        if static:
-            return [block.new_cache(batch_size, max_len, static=True) for block in self.blocks]
-        return [block.new_cache(batch_size, max_len) for block in self.blocks]
+        return [block.new_cache(batch_size, max_len, static=static) for block in self.blocks]
 
     def new_cross_caches(self, batch_size: int, max_len: int) -> list[Any]:
         return [block.cross_attention.new_cache(batch_size, max_len) for block in self.blocks]
