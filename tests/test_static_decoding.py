@@ -10,7 +10,7 @@ from torch._dynamo.utils import counters
 import zoo
 from zoo.cache import KVCache, RollingKVCache, StaticKVCache, static_cache
 from zoo.errors import ArgumentError, TrainError
-from zoo.generate import generate
+from zoo.generate import COMPILED_CACHE_QUANTUM, generate
 from zoo.recipe.loading import named_recipes
 
 GENERATING = ("decoder", "encoder-decoder")
@@ -53,6 +53,23 @@ def test_one_graph_serves_every_step_and_every_later_call(recipe):
     assert graphs <= 2  # an encoder-decoder's first step also computes the cross-attention keys
     generate(model, [[3, 1], [4, 1, 5, 9, 2, 6, 5], [2]], max_new_tokens=12, compile="eager")  # same shapes
     assert counters["stats"]["unique_graphs"] == graphs, "a second call with the same shapes compiled again"
+    generate(model, PROMPTS, max_new_tokens=40, compile="eager")  # the cache is the same multiple of 256
+    assert counters["stats"]["unique_graphs"] == graphs, "a call of another length in the same quantum compiled"
+
+
+def test_inductor_compiles_a_new_cache_length_under_inference_mode(tmp_path):
+    """A second length compiles a static graph of its own (with symbolic sizes, inductor fails on the inference
+    tensors of a tied-embedding GPT-2); both give the tokens of eager decoding."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_positions=1024, n_embd=32, n_layer=1, n_head=2)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    model = zoo.from_hf(tmp_path).eval()
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        for new in (6, COMPILED_CACHE_QUANTUM + 4):
+            compiled = generate(model, [[5, 17, 3]], max_new_tokens=new, compile=True)
+            assert compiled.tokens == generate(model, [[5, 17, 3]], max_new_tokens=new).tokens
 
 
 def test_compiled_sampling_draws_what_eager_sampling_draws():
@@ -150,8 +167,9 @@ def test_zoo_bench_compile_times_the_compiled_step():
     report = bench(model, batches=(1, 2), prompts=(5,), new=4, rates=rates, compile="eager")
     assert report.compiled and report.to_dict()["compiled"] is True
     r = model.recipe
-    for c in report.cells:  # a static cache holds prompt + new positions, as the growing one does at the end
-        assert c.new == 4 and c.cache_bytes == 2 * r.num_layers * c.batch * (c.prompt + c.new) * r.d_model * 4
+    positions = min(COMPILED_CACHE_QUANTUM, r.max_len)  # prompt + new, rounded up, within the position table
+    for c in report.cells:
+        assert c.new == 4 and c.cache_bytes == 2 * r.num_layers * c.batch * positions * r.d_model * 4
 
 
 @pytest.mark.parametrize("recipe", ["gpt-tiny", "mistral-tiny", "t5-tiny", "rwkv-tiny", "mamba-tiny"])

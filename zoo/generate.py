@@ -317,9 +317,14 @@ def _seq2seq_step(model: nn.Module, token: torch.Tensor, src_mask: Any, encoded:
     return model(decoder_input_ids=token, attention_mask=src_mask, encoder_hidden=encoded, cache=cache).logits[:, -1]
 
 
+COMPILED_CACHE_QUANTUM = 256  # a compiled step's static cache holds a multiple of this many positions
+
+
 class _Decode:
     """How decode steps run: the cache kind, and the step functions (compiled once per call of ``generate``;
-    dynamo keeps the compiled code, so a later call with the same shapes does not compile again)."""
+    dynamo keeps the compiled code, so a later call with the same shapes does not compile again). Shapes are
+    static (``dynamic=False``): a new batch size or cache length compiles a graph of its own rather than one
+    with symbolic sizes, which is slower and fails on inference tensors in inductor."""
 
     def __init__(self, static: bool, backend: str | None, device: torch.device) -> None:
         self.static = static
@@ -327,9 +332,16 @@ class _Decode:
         self.decoder_step, self.seq2seq_step = _decode_step, _seq2seq_step
         if backend is not None:
             mode = "reduce-overhead" if self.cuda and backend == "inductor" else None  # CUDA graphs
-            self.decoder_step = torch.compile(_decode_step, fullgraph=True, backend=backend, mode=mode)
-            self.seq2seq_step = torch.compile(_seq2seq_step, fullgraph=True, backend=backend, mode=mode)
+            self.decoder_step = torch.compile(_decode_step, fullgraph=True, dynamic=False, backend=backend, mode=mode)
+            self.seq2seq_step = torch.compile(_seq2seq_step, fullgraph=True, dynamic=False, backend=backend, mode=mode)
         self.compiled = backend is not None
+
+    def cache_length(self, needed: int, limit: int | None = None) -> int:
+        """The positions to allocate: ``needed``, or for a compiled step the next multiple of
+        ``COMPILED_CACHE_QUANTUM``, so that calls of nearby lengths share one graph (at most ``limit``)."""
+        if self.compiled:
+            needed = -(-needed // COMPILED_CACHE_QUANTUM) * COMPILED_CACHE_QUANTUM
+        return min(needed, limit) if limit else needed
 
     def prepare(self, cache: Any) -> None:
         """After the prefill: fix the addresses of the buffers a CUDA graph writes in place."""
@@ -415,7 +427,7 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decod
         return out.logits[:, -1], positions[:, -1:] + 1, padded_window
 
     if use_cache:
-        cache = model.new_cache(n, min(total, limit) if limit else total, static=decode.static)
+        cache = model.new_cache(n, decode.cache_length(total, limit), static=decode.static)
         logits, next_position, masked = prefill(cache)
         decode.prepare(cache)
         token, keep = yield logits, cache
@@ -468,7 +480,7 @@ def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, devic
     encoded = model.encode(src, src_mask)  # (N, S, E), once
     start = torch.full((n, 1), model.decoder_start_token_id, dtype=torch.long, device=device)
     if use_cache:
-        cache = model.new_cache(n, max_new_tokens + 1, static=decode.static)
+        cache = model.new_cache(n, decode.cache_length(max_new_tokens + 1), static=decode.static)
         out = model(decoder_input_ids=start, attention_mask=src_mask, encoder_hidden=encoded, cache=cache)
         decode.prepare(cache)
         token, keep = yield out.logits[:, -1], cache
