@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -242,12 +243,13 @@ def generate(
     clock = _Clock(device)
     start = clock()
     try:
-        decode = _Decode(static_cache or backend is not None, backend, device)
-        if _is_encoder_decoder(model):
-            steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
-        else:
-            steps = _decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
-        tokens, times, cache = _decode(steps, max_new_tokens, stops, sample, clock)
+        with _gemv_layout(model, len(prompts), max_new_tokens if use_cache else 0):
+            decode = _Decode(static_cache or backend is not None, backend, device)
+            if _is_encoder_decoder(model):
+                steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
+            else:
+                steps = _decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
+            tokens, times, cache = _decode(steps, max_new_tokens, stops, sample, clock)
     finally:
         model.train(was_training)
     end = clock()
@@ -318,6 +320,45 @@ def _seq2seq_step(model: nn.Module, token: torch.Tensor, src_mask: Any, encoded:
 
 
 COMPILED_CACHE_QUANTUM = 256  # a compiled step's static cache holds a multiple of this many positions
+
+
+@contextmanager
+def _gemv_layout(model: nn.Module, rows: int, steps: int):
+    """Within the block, fp32 CPU linear weights with more outputs than inputs are stored column-major, when
+    ``rows`` sequences (at most 2) decode for ``steps`` (at least 64) steps.
+
+    A decode step multiplies each weight by one row per sequence; on the CPU that is a GEMV, which streams
+    along the weight's contiguous dimension, so stored along its longer one it runs 1.1-2.5x faster at 1 or 2
+    rows (measured with MKL from 256x768 to 1024x32000), and 0.7-1.1x at 4 rows or more, a prefill's GEMM
+    included. The transposing copies (both ways, about 1 GB/s) pay for themselves after some 20 steps. The
+    values are the same, so are the results; the weights get their layout back on leaving and keep their
+    identity, so optimizers and ties are untouched.
+    """
+    moved: list[nn.Parameter] = []
+    if rows <= GEMV_LAYOUT_MAX_ROWS and steps >= GEMV_LAYOUT_MIN_STEPS:
+        with torch.inference_mode(False):  # the new storage must not be an inference tensor
+            for m in model.modules():
+                w = getattr(m, "weight", None)
+                if (
+                    isinstance(m, nn.Linear)
+                    and type(w) is nn.Parameter
+                    and w.device.type == "cpu"
+                    and w.dtype == torch.float32
+                    and m.out_features > m.in_features
+                    and w.is_contiguous()
+                    and all(w is not seen for seen in moved)  # a tied weight once
+                ):
+                    w.data = w.data.t().contiguous().t()
+                    moved.append(w)
+    try:
+        yield
+    finally:
+        with torch.inference_mode(False):
+            for w in moved:
+                w.data = w.data.contiguous()
+
+
+GEMV_LAYOUT_MAX_ROWS, GEMV_LAYOUT_MIN_STEPS = 2, 64  # see _gemv_layout
 
 
 class _Decode:
