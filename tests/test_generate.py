@@ -162,3 +162,17 @@ def test_bad_requests_are_clear_errors():
         generate(model, [[]], max_new_tokens=2)
     with pytest.raises(TrainError, match="does not generate"):
         generate(zoo.build("vit-tiny"), [[1]], max_new_tokens=2)
+
+
+def test_last_only_gives_the_last_positions_logits():
+    torch.manual_seed(0)
+    model = zoo.build("llama-tiny").eval()
+    ids = torch.randint(1, 100, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[1, :3] = False  # left padding
+    full = model(ids, attention_mask=mask).logits
+    last = model(ids, attention_mask=mask, last_only=True).logits
+    assert last.shape == (2, 1, full.shape[-1])
+    torch.testing.assert_close(last[:, 0], full[:, -1])
+    with pytest.raises(ValueError, match="last_only computes the logits of the last position only"):
+        model(ids, labels=ids, last_only=True)

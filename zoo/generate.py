@@ -487,6 +487,7 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decod
             attention_mask=window_mask if padded_window else None,
             positions=positions,
             cache=cache,
+            last_only=True,
         )
         return out.logits[:, -1], positions[:, -1:] + 1, padded_window
 

@@ -33,9 +33,14 @@ class DecoderModel(HeadedStack):
         positions: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         cache: ModelCache | None = None,
+        last_only: bool = False,
     ) -> ModelOutput:
         """Shapes: input_ids (N, L); attention_mask (N, S) True/1 on real tokens, S = cached + L;
-        positions (N|1, L); labels (N, L) aligned with input_ids (shifted inside), -100 = ignore."""
+        positions (N|1, L); labels (N, L) aligned with input_ids (shifted inside), -100 = ignore.
+        ``last_only``: the head reads only the last position, logits (N, 1, V) (a prefill that generates
+        needs no more: the head of a whole prompt can cost more than its blocks); no labels then."""
+        if last_only and labels is not None:
+            raise ValueError("last_only computes the logits of the last position only: a loss needs them all")
         N, L = input_ids.shape
         offset = cache.length if cache is not None else 0
         if positions is None:
@@ -43,7 +48,10 @@ class DecoderModel(HeadedStack):
         mask = build_mask(L, attention_mask, causal=True, device=input_ids.device)
         h = self.run(self.embedding(input_ids), positions=positions, mask=mask, caches=cache.layers if cache else None)
         real = attention_mask[:, -L:] if attention_mask is not None else None  # (N, L): this call's tokens
-        logits = self.head(h, mask=real)  # (N, L, V), or (N, C) for a pooling head
+        if last_only:
+            logits = self.head(h[:, -1:], mask=real[:, -1:] if real is not None else None)  # (N, 1, V)
+        else:
+            logits = self.head(h, mask=real)  # (N, L, V), or (N, C) for a pooling head
         loss, aux = head_losses(
             self.head, logits[:, :-1], labels[:, 1:] if labels is not None else None, self._aux_modules
         )
