@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import zoo
-from zoo.generate import GEMV_LAYOUT_MAX_ROWS, GEMV_LAYOUT_MIN_STEPS, _gemv_layout, generate
+from zoo.generate import GEMV_LAYOUT_MAX_ROWS, GEMV_LAYOUT_MIN_STEPS, gemv_layout, generate
 
 
 def randomised(recipe: str) -> nn.Module:
@@ -28,7 +28,7 @@ def test_wide_weights_are_column_major_inside_and_row_major_after():
     before = {name: (p, p.detach().clone()) for name, p in model.named_parameters()}
     head = model.head.proj.weight
     assert head is model.embedding.weight and head.shape[0] > head.shape[1]  # tied, and wide: moved once
-    with torch.inference_mode(), _gemv_layout(model, rows=1, steps=GEMV_LAYOUT_MIN_STEPS):
+    with torch.inference_mode(), gemv_layout(model, rows=1, steps=GEMV_LAYOUT_MIN_STEPS):
         for m in wide(model):
             assert m.weight.stride() == (1, m.out_features), m  # (out, in) stored as (in, out)
         for m in model.modules():
@@ -43,7 +43,7 @@ def test_wide_weights_are_column_major_inside_and_row_major_after():
 def test_short_or_wide_batches_keep_the_layout():
     model = randomised("gpt-tiny")
     for rows, steps in ((GEMV_LAYOUT_MAX_ROWS + 1, 256), (1, GEMV_LAYOUT_MIN_STEPS - 1)):
-        with _gemv_layout(model, rows=rows, steps=steps):
+        with gemv_layout(model, rows=rows, steps=steps):
             assert all(p.is_contiguous() for p in model.parameters())
 
 

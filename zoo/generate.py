@@ -243,7 +243,7 @@ def generate(
     clock = _Clock(device)
     start = clock()
     try:
-        with _gemv_layout(model, len(prompts), max_new_tokens if use_cache else 0):
+        with gemv_layout(model, len(prompts), max_new_tokens if use_cache else 0):
             decode = _Decode(static_cache or backend is not None, backend, device)
             if _is_encoder_decoder(model):
                 steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
@@ -323,7 +323,7 @@ COMPILED_CACHE_QUANTUM = 256  # a compiled step's static cache holds a multiple 
 
 
 @contextmanager
-def _gemv_layout(model: nn.Module, rows: int, steps: int):
+def gemv_layout(model: nn.Module, rows: int, steps: int):
     """Within the block, fp32 CPU linear weights with more outputs than inputs are stored column-major, when
     ``rows`` sequences (at most 2) decode for ``steps`` (at least 64) steps.
 
@@ -358,7 +358,7 @@ def _gemv_layout(model: nn.Module, rows: int, steps: int):
                 w.data = w.data.contiguous()
 
 
-GEMV_LAYOUT_MAX_ROWS, GEMV_LAYOUT_MIN_STEPS = 2, 64  # see _gemv_layout
+GEMV_LAYOUT_MAX_ROWS, GEMV_LAYOUT_MIN_STEPS = 2, 64  # see gemv_layout
 
 
 class _Decode:

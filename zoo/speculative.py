@@ -131,7 +131,7 @@ def speculative_generate(
         TrainError: a model that is not a decoder, an empty prompt, more positions than a model has, or a cache
             that cannot drop positions (a recurrent state, a rolling window).
     """
-    from zoo.generate import check_generation, next_token_probs
+    from zoo.generate import check_generation, gemv_layout, next_token_probs
 
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)
     _check(target, draft, draft_tokens)
@@ -158,9 +158,9 @@ def speculative_generate(
     def draw(d: torch.Tensor) -> int:  # one row of dist(...)
         return int(d.argmax()) if greedy else int(torch.multinomial(d, 1, generator=generator))
 
-    def step(model: nn.Module, cache, tokens: list[int]) -> torch.Tensor:
+    def step(model: nn.Module, cache, tokens: list[int], last_only: bool = False) -> torch.Tensor:
         ids = torch.tensor([tokens], device=device)
-        return model(ids, cache=cache).logits[0]  # (len(tokens), V)
+        return model(ids, cache=cache, last_only=last_only).logits[0]  # (len(tokens) or 1, V)
 
     was = (target.training, draft.training)
     target.eval(), draft.eval()
@@ -168,43 +168,44 @@ def speculative_generate(
     proposed = accepted = passes = 0
     start = time.perf_counter()
     try:
-        for prompt in prompts:
-            prompt = list(prompt)
-            total = len(prompt) + max_new_tokens + draft_tokens
-            tcache, dcache = target.new_cache(1, total), draft.new_cache(1, total)
-            seq = prompt + [draw(dist(step(target, tcache, prompt)[-1:])[0])]
-            passes += 1
-            new = [seq[-1]]
-            while len(new) < max_new_tokens and new[-1] not in stops:
-                k = min(draft_tokens, max_new_tokens - len(new) - 1)
-                if k == 0:  # room for one token only: the target alone
-                    new.append(draw(dist(step(target, tcache, seq[tcache.length :])[-1:])[0]))
-                    seq.append(new[-1])
-                    passes += 1
-                    continue
-                logits = step(draft, dcache, seq[dcache.length :])[-1:]  # catch up, then propose
-                qs, proposals = [], []
-                for i in range(k):
-                    q = dist(logits)[0]
-                    proposals.append(draw(q))
-                    qs.append(q)
-                    if i < k - 1:
-                        logits = step(draft, dcache, proposals[-1:])
-                p = dist(step(target, tcache, seq[tcache.length :] + proposals)[-(k + 1) :])  # (k + 1, V)
+        with gemv_layout(draft, rows=1, steps=max_new_tokens):  # the draft decodes one row; the target k + 1
+            for prompt in prompts:
+                prompt = list(prompt)
+                total = len(prompt) + max_new_tokens + draft_tokens
+                tcache, dcache = target.new_cache(1, total), draft.new_cache(1, total)
+                seq = prompt + [draw(dist(step(target, tcache, prompt, last_only=True))[0])]
                 passes += 1
-                kept, following = verify(
-                    p, torch.stack(qs), torch.tensor(proposals, device=device), greedy=greedy, generator=generator
-                )
-                proposed, accepted = proposed + k, accepted + kept
-                tcache.truncate(len(seq) + kept)  # the pending token and the kept proposals
-                dcache.truncate(min(dcache.length, len(seq) + kept))
-                for token in [*proposals[:kept], following]:
-                    new.append(token)
-                    seq.append(token)
-                    if token in stops or len(new) == max_new_tokens:
-                        break
-            cut = next((i for i, t in enumerate(new) if t in stops), len(new))
-            out.append(new[:cut])
+                new = [seq[-1]]
+                while len(new) < max_new_tokens and new[-1] not in stops:
+                    k = min(draft_tokens, max_new_tokens - len(new) - 1)
+                    if k == 0:  # room for one token only: the target alone
+                        new.append(draw(dist(step(target, tcache, seq[tcache.length :], last_only=True))[0]))
+                        seq.append(new[-1])
+                        passes += 1
+                        continue
+                    logits = step(draft, dcache, seq[dcache.length :], last_only=True)  # catch up, then propose
+                    qs, proposals = [], []
+                    for i in range(k):
+                        q = dist(logits)[0]
+                        proposals.append(draw(q))
+                        qs.append(q)
+                        if i < k - 1:
+                            logits = step(draft, dcache, proposals[-1:])
+                    p = dist(step(target, tcache, seq[tcache.length :] + proposals)[-(k + 1) :])  # (k + 1, V)
+                    passes += 1
+                    kept, following = verify(
+                        p, torch.stack(qs), torch.tensor(proposals, device=device), greedy=greedy, generator=generator
+                    )
+                    proposed, accepted = proposed + k, accepted + kept
+                    tcache.truncate(len(seq) + kept)  # the pending token and the kept proposals
+                    dcache.truncate(min(dcache.length, len(seq) + kept))
+                    for token in [*proposals[:kept], following]:
+                        new.append(token)
+                        seq.append(token)
+                        if token in stops or len(new) == max_new_tokens:
+                            break
+                cut = next((i for i, t in enumerate(new) if t in stops), len(new))
+                out.append(new[:cut])
     finally:
         target.train(was[0]), draft.train(was[1])
     seconds = time.perf_counter() - start
