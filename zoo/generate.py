@@ -342,6 +342,7 @@ def gemv_layout(model: nn.Module, rows: int, steps: int):
                 if (
                     isinstance(m, nn.Linear)
                     and type(w) is nn.Parameter
+                    and type(w.data) is torch.Tensor  # not a sharded (DTensor) or other subclass weight
                     and w.device.type == "cpu"
                     and w.dtype == torch.float32
                     and m.out_features > m.in_features
