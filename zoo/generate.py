@@ -19,8 +19,9 @@ and padding is masked out, so a prompt decodes the same alone or in a batch.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,12 +324,12 @@ COMPILED_CACHE_QUANTUM = 256  # a compiled step's static cache holds a multiple 
 
 
 @contextmanager
-def gemv_layout(model: nn.Module, rows: int, steps: int):
+def gemv_layout(model: nn.Module, rows: int, steps: int) -> Iterator[None]:
     """Within the block, fp32 CPU linear weights with more outputs than inputs are stored column-major, when
     ``rows`` sequences (at most 2) decode for ``steps`` (at least 64) steps.
 
     A decode step multiplies each weight by one row per sequence; on the CPU that is a GEMV, which streams
-    along the weight's contiguous dimension, so stored along its longer one it runs 1.1-2.5x faster at 1 or 2
+    along the weight's contiguous dimension, so stored along its longer one it runs 1.1-2.7x faster at 1 or 2
     rows (measured with MKL from 256x768 to 1024x32000), and 0.7-1.1x at 4 rows or more, a prefill's GEMM
     included. The transposing copies (both ways, about 1 GB/s) pay for themselves after some 20 steps. The
     values are the same, so are the results; the weights get their layout back on leaving and keep their
@@ -415,8 +416,19 @@ class _Decode:
         out = step(*args)
         graphs = len(torch._dynamo.eval_frame._debug_get_cache_entry_list(code))
         self.reused = self.reused + 1 if graphs == before else 0
-        self.settled = self.reused >= 2 and graphs < torch._dynamo.config.recompile_limit
+        self.settled = self.reused >= 2 and graphs < _recompile_limit() and _can_skip_guards()
         return out
+
+
+def _recompile_limit() -> int:
+    config = torch._dynamo.config
+    return getattr(config, "recompile_limit", getattr(config, "cache_size_limit", 8))  # renamed in torch 2.7
+
+
+def _can_skip_guards() -> bool:
+    """Whether this torch's ``set_stance`` takes ``skip_guard_eval_unsafe`` (torch >= 2.6)."""
+    stance = getattr(torch.compiler, "set_stance", None)
+    return stance is not None and "skip_guard_eval_unsafe" in inspect.signature(stance).parameters
 
 
 def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock: _Clock):
