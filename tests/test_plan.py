@@ -119,11 +119,38 @@ def test_tracing_a_step_does_not_import_torch_dynamo():
         "from zoo.analysis.steptrace import trace_step\n"
         "from zoo.recipe import load_recipe\n"
         "trace_step(load_recipe('moe-tiny'), micro_batch=2, seq_len=16, precision='bf16')\n"
-        "print('torch._dynamo' in sys.modules)\n"
+        "print('torch._dynamo' in sys.modules, 'torch.distributed.tensor' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "False"  # it takes seconds to import: longer than the trace
+    assert done.stdout.strip() == "False False"  # seconds and 0.8 s to import: longer than the trace
+
+
+def test_meta_operators_keep_their_tensors_and_follow_metadata_changes():
+    """In-place operators return the MetaTensor they were given; one that changes sizes or strides (in place,
+    or by resizing an ``out=``) changes the MetaTensor's, and later operators see them."""
+    from zoo.analysis.metatensor import MetaMode, MetaTensor
+
+    with MetaMode():
+        x = torch.zeros(4, 6)
+        same = [x.add_(1), x.mul_(2), x.uniform_(), x.copy_(torch.ones(6)), x.zero_()]
+        y = torch.zeros(4, 6)
+        y.unsqueeze_(0)
+        y_after = y + torch.zeros(1, 4, 6)
+        z = torch.zeros(4, 6)
+        z.t_()
+        out = torch.empty(0)
+        returned = torch.add(torch.zeros(2, 3), 1.0, out=out)
+        r = torch.zeros(3)
+        r.resize_(2, 5)
+        r_after = r.sum(0)
+    assert all(t is x for t in same) and x.shape == (4, 6)
+    assert y.shape == (1, 4, 6) and y_after.shape == (1, 4, 6)
+    assert z.shape == (6, 4) and z.stride() == (1, 6)
+    assert returned is out and isinstance(out, MetaTensor) and out.shape == (2, 3)
+    assert r.shape == (2, 5) and r_after.shape == (5,)
+    with MetaMode(), pytest.raises(RuntimeError):
+        torch.zeros(4, 6).copy_(torch.ones(5))  # a shape that does not broadcast is refused, as on the CPU
 
 
 @pytest.mark.parametrize("checkpointing", ["none", "every"])

@@ -26,6 +26,7 @@ wrapper applied only once ``torch._dynamo`` is loaded (by a ``torch.compile``: b
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +40,6 @@ __all__ = ["MetaMode", "MetaTensor", "dynamo_disabled"]
 CPU = torch.device("cpu")
 META = torch.device("meta")
 _in_kernel = [False]  # while a meta kernel runs, a MetaTensor's device is meta (what it makes is meta)
-_makes_tensors: dict[Any, bool] = {}  # operator -> whether it takes a ``device`` (a factory, ``_to_copy``...)
 _deferred: list[bool] = []
 
 
@@ -71,7 +71,6 @@ def _defer_dynamo_imports() -> None:
     if _deferred:
         return
     _deferred.append(True)
-    import importlib
 
     from torch._compile import _disable_dynamo
     from torch._decomp import global_decomposition_table
@@ -110,11 +109,15 @@ def _is_full(cell: Any) -> bool:
 class MetaTensor(torch.Tensor):
     """A meta tensor that reports device cpu and dispatches as a CPU tensor (see the module docstring)."""
 
+    _plain: torch.Tensor | None  # a plain meta tensor of the same storage and metadata: what kernels run on
+
     @staticmethod
     def __new__(cls, elem: torch.Tensor, requires_grad: bool = False) -> MetaTensor:
-        return torch.Tensor._make_subclass(  # shares elem's storage, as torch's FakeTensor does
+        r = torch.Tensor._make_subclass(  # shares elem's storage, as torch's FakeTensor does
             cls, elem, requires_grad, dispatch_device=True, device_for_backend_keys=CPU
         )
+        r._plain = elem if type(elem) is torch.Tensor and not elem.requires_grad else None
+        return r
 
     @property
     def device(self) -> torch.device:  # type: ignore[override]
@@ -140,15 +143,17 @@ def _to_meta(x: Any) -> Any:
     return x
 
 
-def _has_real(args: Any) -> bool:
-    """Whether a tensor that is not a MetaTensor is among ``args`` (or in a list or tuple among them)."""
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            if _has_real(a):
-                return True
-        elif isinstance(a, torch.Tensor) and not isinstance(a, MetaTensor):
-            return True
-    return False
+def _to_plain(x: Any) -> Any:
+    """What a kernel runs on: a ``MetaTensor``'s plain meta tensor (same storage and metadata), a real tensor's
+    meta one, anything else as it is."""
+    if isinstance(x, MetaTensor):
+        plain = x._plain
+        if plain is None:
+            plain = torch.empty(0, dtype=x.dtype, device=META)
+            plain.set_(x.untyped_storage(), x.storage_offset(), x.size(), x.stride())
+            x._plain = plain
+        return plain
+    return _to_meta(x)
 
 
 def _wrap(x: Any) -> Any:
@@ -157,14 +162,25 @@ def _wrap(x: Any) -> Any:
     return x
 
 
+def _same_metadata(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.size() == b.size() and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+
+
 class MetaMode(TorchDispatchMode):
-    """Run every operator on the meta kernels, ``MetaTensor`` in and out (see the module docstring)."""
+    """Run every operator on the meta kernels, ``MetaTensor`` in and out (see the module docstring).
+
+    A kernel runs on plain meta tensors (``MetaTensor._plain``), not on the ``MetaTensor`` arguments: torch's
+    kernels written in Python call tensor methods, and a method called on a tensor subclass makes torch's C++
+    import ``torch.distributed.tensor`` (0.8 s) to check it for a DTensor. The outputs come back as the
+    arguments they are (an in-place operator returns its ``MetaTensor``) or as new ``MetaTensor``. An
+    operator that changes an argument's sizes or strides (``unsqueeze_``, ``resize_``, an ``out=`` it resizes)
+    runs again on the ``MetaTensor`` itself, after that import.
+    """
 
     def __enter__(self) -> MetaMode:
         _defer_dynamo_imports()
         # What the meta kernels import at their first call, imported outside the mode: a tensor a module
         # makes when imported inside it would be a MetaTensor (and counted by a LiveBytes inside it).
-        import torch.distributed.tensor  # by a copy into a MetaTensor (C++)
         import torch.fx.experimental.symbolic_shapes  # noqa: F401  by the meta kernels written in Python
 
         return super().__enter__()
@@ -180,24 +196,60 @@ class MetaMode(TorchDispatchMode):
         if any(t is not MetaTensor and t is not torch.Tensor and t is not torch.nn.Parameter for t in types):
             return NotImplemented  # another subclass: it runs its own operators, which come back here
         kwargs = dict(kwargs) if kwargs else {}
-        makes = _makes_tensors.get(func)
-        if makes is None:
-            makes = _makes_tensors[func] = any(a.name == "device" and a.kwarg_only for a in func._schema.arguments)
-        if makes and (kwargs.get("device") is None or torch.device(kwargs["device"]).type == "cpu"):
+        schema = _schemas.get(func)
+        if schema is None:
+            schema = _schemas[func] = _Schema(func)
+        if schema.makes_tensors and (kwargs.get("device") is None or torch.device(kwargs["device"]).type == "cpu"):
             kwargs["device"] = META
-        if _has_real(args) or _has_real(kwargs.values()):
-            flat, spec = tree_flatten((args, kwargs))
-            args, kwargs = tree_unflatten([_to_meta(x) for x in flat], spec)
-        before, _in_kernel[0] = _in_kernel[0], True
-        try:
-            with torch._C._DisableTorchDispatch(), torch._C._PreserveDispatchKeyGuard():
-                torch._C._set_meta_in_tls_dispatch_include(True)  # the meta kernel, whatever the keys say
-                out = func(*args, **kwargs)
-                if isinstance(out, torch.Tensor):
-                    return _wrap(out)
-                if type(out) in (tuple, list) and not any(isinstance(x, (tuple, list, dict)) for x in out):
-                    return type(out)(_wrap(x) for x in out)
-                flat, spec = tree_flatten(out)
-                return tree_unflatten([_wrap(x) for x in flat], spec)
-        finally:
-            _in_kernel[0] = before
+        flat, spec = tree_flatten((args, kwargs))
+        plain = [_to_plain(x) for x in flat]
+        out = _kernel(func, *tree_unflatten(plain, spec))
+        if schema.writes and not all(
+            _same_metadata(p, x) for p, x in zip(plain, flat, strict=True) if isinstance(x, MetaTensor)
+        ):
+            # The kernel changed sizes or strides: run it on the MetaTensors themselves (see the class docstring).
+            importlib.import_module("torch.distributed.tensor")  # here, where it makes no MetaTensor
+
+            for x in flat:
+                if isinstance(x, MetaTensor):
+                    x._plain = None
+            plain = [_to_meta(x) for x in flat]
+            out = _kernel(func, *tree_unflatten(plain, spec))
+        originals = {id(p): x for p, x in zip(plain, flat, strict=True) if p is not x}
+
+        def back(o: Any) -> Any:
+            if isinstance(o, torch.Tensor):
+                x = originals.get(id(o))
+                return x if x is not None else _wrap(o)
+            return o
+
+        if isinstance(out, torch.Tensor):
+            return back(out)
+        if type(out) in (tuple, list) and not any(isinstance(x, (tuple, list, dict)) for x in out):
+            return type(out)(back(x) for x in out)
+        flat, spec = tree_flatten(out)
+        return tree_unflatten([back(x) for x in flat], spec)
+
+
+class _Schema:
+    """What ``MetaMode`` needs of an operator's schema: whether it makes tensors on a device of its own (a
+    factory, ``_to_copy``...), whether it writes to an argument."""
+
+    def __init__(self, func: Any) -> None:
+        arguments = func._schema.arguments
+        self.makes_tensors = any(a.name == "device" and a.kwarg_only for a in arguments)
+        self.writes = any(a.alias_info is not None and a.alias_info.is_write for a in arguments)
+
+
+_schemas: dict[Any, _Schema] = {}
+
+
+def _kernel(func: Any, args: Any, kwargs: Any) -> Any:
+    """``func`` on its meta kernel, with the device a ``MetaTensor`` reports set to meta while it runs."""
+    before, _in_kernel[0] = _in_kernel[0], True
+    try:
+        with torch._C._DisableTorchDispatch(), torch._C._PreserveDispatchKeyGuard():
+            torch._C._set_meta_in_tls_dispatch_include(True)  # the meta kernel, whatever the keys say
+            return func(*args, **kwargs)
+    finally:
+        _in_kernel[0] = before
