@@ -53,7 +53,7 @@ def test_one_graph_serves_every_step_and_every_later_call(recipe):
     assert graphs <= 2  # an encoder-decoder's first step also computes the cross-attention keys
     generate(model, [[3, 1], [4, 1, 5, 9, 2, 6, 5], [2]], max_new_tokens=12, compile="eager")  # same shapes
     assert counters["stats"]["unique_graphs"] == graphs, "a second call with the same shapes compiled again"
-    generate(model, PROMPTS, max_new_tokens=40, compile="eager")  # the cache is the same multiple of 256
+    generate(model, PROMPTS, max_new_tokens=40, compile="eager")  # the cache is the same multiple of 128
     assert counters["stats"]["unique_graphs"] == graphs, "a call of another length in the same quantum compiled"
 
 

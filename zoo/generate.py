@@ -320,7 +320,7 @@ def _seq2seq_step(model: nn.Module, token: torch.Tensor, src_mask: Any, encoded:
     return model(decoder_input_ids=token, attention_mask=src_mask, encoder_hidden=encoded, cache=cache).logits[:, -1]
 
 
-COMPILED_CACHE_QUANTUM = 256  # a compiled step's static cache holds a multiple of this many positions
+COMPILED_CACHE_QUANTUM = 128  # a compiled step's static cache holds a multiple of this many positions (cache_length)
 
 
 @contextmanager
@@ -384,7 +384,11 @@ class _Decode:
 
     def cache_length(self, needed: int, limit: int | None = None) -> int:
         """The positions to allocate: ``needed``, or for a compiled step the next multiple of
-        ``COMPILED_CACHE_QUANTUM``, so that calls of nearby lengths share one graph (at most ``limit``)."""
+        ``COMPILED_CACHE_QUANTUM``, so that calls of nearby lengths share one graph (at most ``limit``).
+
+        A compiled step attends over its whole buffer, so the rounding costs attention: at 128 a 288-position
+        call gets 384 slots, at 256 it got 512, and decoded 1.07-1.15x slower (GPT-2 of tools/bench_generate.py,
+        CPU). Finer quanta compile more graphs for calls of varied lengths, against dynamo's recompile limit."""
         if self.compiled:
             needed = -(-needed // COMPILED_CACHE_QUANTUM) * COMPILED_CACHE_QUANTUM
         return min(needed, limit) if limit else needed
