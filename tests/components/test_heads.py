@@ -11,7 +11,7 @@ def _transposed(t: torch.Tensor) -> bool:
     return t.stride(-1) != 1  # (W @ h.T).T: the vocabulary is the slow dimension
 
 
-@pytest.mark.parametrize("shape", [(3, 1, 32), (32, 1, 32), (1, 7, 32), (2, 64, 32)])
+@pytest.mark.parametrize("shape", [(3, 1, 32), (32, 1, 32), (1, 7, 32), (2, 32, 32)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_few_rows_take_the_transposed_product_with_the_same_logits(shape, bias):
     torch.manual_seed(0)
@@ -29,7 +29,7 @@ def test_the_plain_product_everywhere_else():
     h = torch.randn(4, 1, 32)
     with torch.no_grad():
         assert not _transposed(vocabulary_logits(wide, torch.randn(2, 1, 32)))  # 2 rows: a GEMV
-        assert not _transposed(vocabulary_logits(wide, torch.randn(129, 32)))  # many rows: MKL is fast
+        assert not _transposed(vocabulary_logits(wide, torch.randn(65, 32)))  # many rows: MKL is fast
         assert not _transposed(vocabulary_logits(narrow, h))
         assert not _transposed(vocabulary_logits(wide.double(), h.double()))
     assert not _transposed(vocabulary_logits(nn.Linear(32, 512), h))  # autograd on: training keeps its layout

@@ -39,10 +39,11 @@ def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
 def vocabulary_logits(proj: nn.Linear, h: torch.Tensor) -> torch.Tensor:
     """``proj(h)``: logits over a vocabulary, (..., E) -> (..., V).
 
-    On the CPU, in fp32 and without autograd (decoding), 3 to 128 rows through a matrix at least 8 times wider
+    On the CPU, in fp32 and without autograd (decoding), 3 to 64 rows through a matrix at least 8 times wider
     than deep are computed as ``(W @ h.T).T``: there, MKL's GEMM with few rows is slow, and this form was
     measured 1.3-4.7x faster (8192x256 to 50257x768; at 32 rows of 8192x256, 5.0 -> 2.2 ms). It is the same
-    product summed in another order; the logits come back as a transposed (non-contiguous) view.
+    product summed in another order; the logits come back as a transposed (non-contiguous) view, which a
+    sampler's softmax or an argmax reads more slowly: at 128 rows that costs what the product saves.
     """
     if type(proj) is not nn.Linear:  # an adapter's or another subclass's forward
         return proj(h)
@@ -52,7 +53,7 @@ def vocabulary_logits(proj: nn.Linear, h: torch.Tensor) -> torch.Tensor:
         not (proj._forward_hooks or proj._forward_pre_hooks)  # hooks must see the call (torchinfo's)
         and not (_module._global_forward_hooks or _module._global_forward_pre_hooks)
         and type(w) in (nn.Parameter, torch.Tensor)  # not a sharded (DTensor) weight
-        and 3 <= rows <= 128
+        and 3 <= rows <= 64
         and w.shape[0] >= 8 * w.shape[1]
         and h.device.type == "cpu"
         and h.dtype == w.dtype == torch.float32
