@@ -387,8 +387,9 @@ class _Decode:
         ``COMPILED_CACHE_QUANTUM``, so that calls of nearby lengths share one graph (at most ``limit``).
 
         A compiled step attends over its whole buffer, so the rounding costs attention: at 128 a 288-position
-        call gets 384 slots, at 256 it got 512, and decoded 1.07-1.15x slower (GPT-2 of tools/bench_generate.py,
-        CPU). Finer quanta compile more graphs for calls of varied lengths, against dynamo's recompile limit."""
+        call gets 384 slots, at 256 it got 512; at 128 or 64 it decoded 1.07-1.15x faster than at 256 (GPT-2 of
+        tools/bench_generate.py, CPU). Finer quanta compile more graphs for calls of varied lengths, against
+        dynamo's recompile limit."""
         if self.compiled:
             needed = -(-needed // COMPILED_CACHE_QUANTUM) * COMPILED_CACHE_QUANTUM
         return min(needed, limit) if limit else needed

@@ -48,4 +48,5 @@ def test_lm_head_decodes_a_batch_with_the_transposed_product():
     with torch.no_grad():
         got = head(h)
     want = torch.tanh(nn.functional.linear(h, head.proj.weight) / 30.0) * 30.0
+    assert _transposed(got)  # the softcap keeps the product's layout
     torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-5)

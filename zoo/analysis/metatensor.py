@@ -7,10 +7,11 @@ device is the CPU and carries the CPU dispatch keys, so CPU autocast and CPU aut
 tensor (a plain meta tensor gets no autocast). Its storage is the meta one, so views share it and
 ``LiveBytes`` counts it as on real tensors.
 
-Inside ``MetaMode`` every operator runs on the meta kernels: on ``MetaTensor`` arguments as they are, a
-real tensor argument replaced by a meta one of its shape, and operators that make tensors on the CPU
-(``empty``, ``zeros``, ``arange``, ``rand``...) on the meta device; what they return comes back as
-``MetaTensor``. Nothing is computed: an operator that needs values (``.item()``, ``nonzero``) fails.
+Inside ``MetaMode`` every operator runs on the meta kernels: on the plain meta tensor each ``MetaTensor``
+argument keeps (see ``MetaMode``), a real tensor argument replaced by a meta one of its shape, and operators
+that make tensors on the CPU (``empty``, ``zeros``, ``arange``, ``rand``...) on the meta device; what they
+return comes back as ``MetaTensor``. Nothing is computed: an operator that needs values (``.item()``,
+``nonzero``) fails.
 
 torch also wraps every dispatch mode's ``__torch_dispatch__`` and its meta kernels written in Python in
 ``torch._disable_dynamo``, which imports ``torch._dynamo`` at the first call. ``dynamo_disabled`` is that
