@@ -39,6 +39,7 @@ __all__ = [
     "load_recipe",
     "save",
     "to_hf",
+    "use_kernel",
 ]
 
 _LAZY = {
@@ -57,11 +58,13 @@ _LAZY = {
     "PLUGIN_API_VERSION": "zoo.plugins",
     "save": "zoo.checkpoint",
     "load": "zoo.checkpoint",
+    "use_kernel": "zoo.components.kernels",
 }
 
 if TYPE_CHECKING:
     from .builder import build, check_buildable, count_parameters
     from .checkpoint import load, save
+    from .components.kernels import use_kernel
     from .config import BuildContext, ComponentConfig, Spec
     from .cost import Cost
     from .hf import from_hf, to_hf

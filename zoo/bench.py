@@ -125,6 +125,8 @@ class BenchReport:
     cells: list[BenchCell] = field(default_factory=list)
     compiled: bool = False
     """Decoded with the compiled step over a static cache."""
+    kernel: str | None = None
+    """The attention kernel decoding used, where one was named (None: the device's default)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +134,7 @@ class BenchReport:
             "parameters": self.parameters,
             "weight_bytes": self.weight_bytes,
             "compiled": self.compiled,
+            "kernel": self.kernel,
             "rates": asdict(self.rates),
             "cells": [c.to_dict() for c in self.cells],
         }
@@ -168,11 +171,13 @@ def bench(
     rates: DeviceRates | None = None,
     seed: int = 0,
     compile: bool | str = False,
+    kernel: str | None = None,
 ) -> BenchReport:
     """Time greedy generation of ``new`` tokens from random prompts for every (batch, prompt length) of the grid.
 
     ``compile`` decodes with the compiled step over a static cache (see ``zoo.generate.generate``); each cell's
-    warm-up call pays its compilation, so the timed call does not.
+    warm-up call pays its compilation, so the timed call does not. ``kernel`` names the attention kernel to decode
+    with (default: the model's own, the CPU backend's on the CPU).
 
     Raises:
         ArgumentError: an empty grid, a batch size or prompt length out of range, fewer than 2 new tokens.
@@ -183,6 +188,10 @@ def bench(
     from zoo.recipe import position_limit
 
     _check_grid(batches, prompts, new)
+    if kernel is not None:
+        from zoo.builder import resolve_kernel
+
+        resolve_kernel(kernel)  # an unknown name is refused before any timing
     if not hasattr(model, "new_cache"):
         raise TrainError(f"{type(model).__name__} does not generate: zoo bench times decoders and encoder-decoders")
     recipe = getattr(model, "recipe", None)
@@ -209,8 +218,8 @@ def bench(
             # Warm-up: the first calls of each shape; compiled, the compilation (its cache is sized by ``new``)
             # and the first run of the compiled code.
             for _ in range(2 if compile else 1):
-                generate(model, ids, max_new_tokens=new if compile else 2, temperature=0.0, compile=compile)
-            st = generate(model, ids, max_new_tokens=new, temperature=0.0, compile=compile).stats
+                generate(model, ids, max_new_tokens=new if compile else 2, compile=compile, kernel=kernel)
+            st = generate(model, ids, max_new_tokens=new, compile=compile, kernel=kernel).stats
             step_bytes = weight_bytes + st.cache_bytes  # near the end the cache is (nearly) all read each step
             decode_bound = max(step_bytes / rates.bandwidth, 2 * parameters * b / rates.matmul)
             cells.append(
@@ -231,4 +240,4 @@ def bench(
                 )
             )
     name = recipe.name if recipe is not None else type(model).__name__
-    return BenchReport(name, parameters, weight_bytes, rates, cells, compiled=compile is not False)
+    return BenchReport(name, parameters, weight_bytes, rates, cells, compiled=compile is not False, kernel=kernel)

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from .components.kernels import Kernel, make_kernel, set_kernel
 from .config import BuildContext, ComponentConfig, spec_fields
 from .errors import RecipeError
 from .init import init_weights
@@ -282,20 +283,40 @@ def check_buildable(recipe: str | os.PathLike | Mapping[str, Any] | Recipe, **ov
     return recipe
 
 
+def resolve_kernel(spec: str | Mapping[str, Any] | Kernel) -> Kernel:
+    """The attention kernel a name (``"eager"``) or spec (``{"type": "flex_attention"}``) names in the registry;
+    a callable is taken as the kernel itself.
+
+    Raises:
+        RecipeError: an unknown kernel (with the registered ones) or options its config refuses.
+    """
+    if callable(spec):
+        return spec
+    registry = get_registry()
+    errors: list[tuple[str, str]] = []
+    config = validate_spec(registry, "kernel", spec, "kernel", errors)
+    if config is None:
+        raise RecipeError(errors)
+    return make_kernel(registry.get("kernel", config.type).factory, config)
+
+
 def build(
     recipe: str | Path | Mapping[str, Any] | Recipe,
     *,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
+    kernel: str | Mapping[str, Any] | Kernel | None = None,
     **overrides: Any,
 ) -> nn.Module:
     """Build the model a recipe describes: a path, a recipe name, a dict or a ``Recipe``.
 
     ``device="meta"`` builds the structure without allocating weights (for sizing huge recipes). On any other
     device, a model whose weights (counted from a meta build) need more memory than the device has available
-    is refused before anything is allocated. ``overrides`` use dotted or double-underscore keys
+    is refused before anything is allocated. ``kernel`` names the attention kernel every attention computes
+    with (``zoo list kernel``; default ``sdpa``). ``overrides`` use dotted or double-underscore keys
     (``attention__num_heads=4``).
     """
+    chosen = resolve_kernel(kernel) if kernel is not None else None
     if not isinstance(recipe, Recipe) or overrides:
         recipe = load_recipe(recipe, **overrides)
     torch_dtype = parse_dtype(dtype)
@@ -304,6 +325,8 @@ def build(
     if device.type != "meta":
         _check_fits(recipe, registry, device, torch_dtype)
     model = _assemble(recipe, registry, device, torch_dtype)
+    if chosen is not None:
+        set_kernel(model, chosen)
     if device.type != "meta":
         try:
             init_weights(model, set(model.zoo_components), std=recipe.init_std, num_layers=recipe.num_layers)

@@ -59,6 +59,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.components.ffn",
     "zoo.components.moe",
     "zoo.components.heads",
+    "zoo.components.kernels",
     "zoo.architectures",
 )
 

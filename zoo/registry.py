@@ -13,7 +13,9 @@ from pydantic import BaseModel
 
 from .errors import PluginError, UnknownComponentError
 
-KINDS: tuple[str, ...] = ("architecture", "embedding", "positional", "attention", "norm", "ffn", "head")
+KINDS: tuple[str, ...] = ("architecture", "embedding", "positional", "attention", "norm", "ffn", "head", "kernel")
+"""The kinds of component. A ``kernel`` is a function, not a module: what an attention computes its output with
+(``zoo.components.kernels``), chosen when a model is built or decodes."""
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,8 @@ def speculative_generate(
         TrainError: a model that is not a decoder, an empty prompt, more positions than a model has, or a cache
             that cannot drop positions (a recurrent state, a rolling window).
     """
-    from zoo.generate import check_generation, gemv_layout, next_token_probs
+    from zoo.components.kernels import use_kernel
+    from zoo.generate import check_generation, cpu_decoding, next_token_probs
 
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)
     _check(target, draft, draft_tokens)
@@ -168,7 +169,13 @@ def speculative_generate(
     proposed = accepted = passes = 0
     start = time.perf_counter()
     try:
-        with gemv_layout(draft, rows=1, steps=max_new_tokens):  # the draft decodes one row; the target k + 1
+        # On the CPU both decode through its backend: the draft one row at a time (the decode layout), the target
+        # k + 1 rows a pass (no layout change: it is no GEMV).
+        cpu = device.type == "cpu"
+        with (
+            cpu_decoding(draft, rows=1, steps=max_new_tokens) if cpu else use_kernel(draft, None),
+            cpu_decoding(target, rows=1, steps=0) if cpu else use_kernel(target, None),
+        ):
             for prompt in prompts:
                 prompt = list(prompt)
                 total = len(prompt) + max_new_tokens + draft_tokens

@@ -20,7 +20,6 @@ from zoo.components.attention import (
     MQAConfig,
     MultiHeadAttention,
     MultiQueryAttention,
-    attend,
     causal_mask,
     sliding_window_mask,
 )
@@ -71,52 +70,6 @@ class AlibiStub:
     def score_bias(self, q_pos, k_pos):
         distance = (q_pos[:, None, :, None] - k_pos[:, None, None, :]).abs().float()  # (N|1, 1, L, S)
         return -self.slopes[:, None, None] * distance  # (N|1, H, L, S)
-
-
-def reference_attention(q, k, v, *, mask=None, bias=None, scale=None):
-    """softmax(q k^T * scale + bias, masked) v, written out; K/V heads repeated for the query groups."""
-    group = q.size(1) // k.size(1)
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(q.size(-1)))
-    if bias is not None:
-        scores = scores + bias
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return (scores.softmax(-1) @ v).nan_to_num(0.0)
-
-
-class TestAttend:
-    def test_matches_reference_with_groups_mask_and_bias(self):
-        torch.manual_seed(0)
-        q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
-        mask = torch.rand(2, 1, 3, 5) > 0.4
-        mask[0, 0, 1] = False  # a row with nothing to attend
-        bias = torch.randn(1, 4, 3, 5)
-        for kw in ({}, {"mask": mask}, {"bias": bias}, {"mask": mask, "bias": bias}, {"scale": 0.7}):
-            torch.testing.assert_close(attend(q, k, v, **kw), reference_attention(q, k, v, **kw))
-
-    def test_causal_is_bottom_right_aligned(self):
-        torch.manual_seed(0)
-        q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 1, 5, 8), torch.randn(1, 1, 5, 8)
-        bias = torch.randn(1, 2, 3, 5)
-        # 3 new queries after 2 cached keys: the last query sees every key.
-        mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
-        assert torch.equal(causal_mask(3, 5), mask)
-        expected = reference_attention(q, k, v, mask=mask, bias=bias)
-        torch.testing.assert_close(attend(q, k, v, causal=True, bias=bias), expected)
-        expected = reference_attention(q, k, v, mask=mask)
-        torch.testing.assert_close(attend(q, k, v, causal=True), expected)
-
-    def test_fully_masked_row_gives_zeros_and_finite_grads(self):
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(1, 2, 3, 4, requires_grad=True) for _ in range(3))
-        mask = torch.ones(1, 1, 3, 3, dtype=torch.bool)
-        mask[..., 1, :] = False
-        for bias in (None, torch.randn(1, 2, 3, 3)):
-            out = attend(q, k, v, mask=mask, bias=bias)
-            assert torch.equal(out[:, :, 1], torch.zeros(1, 2, 4))
-            out.sum().backward()
-            assert all(t.grad.isfinite().all() for t in (q, k, v))
 
 
 class TestGroupedQueryAttention:

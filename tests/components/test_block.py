@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import zoo
-from zoo.components.block import Block
+from zoo.components.block import Block, make_block
 
 E = 16
 
@@ -25,7 +25,7 @@ class Scale(nn.Module):
 
 def block(**layout) -> Block:
     norms = iter([Scale(f) for f in (2.0, 3.0, 5.0, 7.0)])
-    return Block(attention=Scale(11.0), ffn=Scale(13.0), norm=lambda: next(norms), **layout)
+    return make_block(attention=Scale(11.0), ffn=Scale(13.0), norm=lambda: next(norms), **layout)
 
 
 @pytest.mark.parametrize(
@@ -60,8 +60,8 @@ def test_output_has_one_norm_per_sublayer_as_many_parameters_as_pre():
     pre = zoo.build("gpt-tiny")
     out = zoo.build("gpt-tiny", block={"norm_position": "output"})
     b = out.blocks[0]
-    assert b.attention_norm is None and b.ffn_norm is None
-    assert b.attention_post_norm is not None and b.ffn_post_norm is not None
+    assert isinstance(b.attention_norm, nn.Identity) and isinstance(b.ffn_norm, nn.Identity)
+    assert not isinstance(b.attention_post_norm, nn.Identity) and not isinstance(b.ffn_post_norm, nn.Identity)
     assert zoo.count_parameters(out) == zoo.count_parameters(pre)
     assert out.recipe.block.pre_norm  # the stream is never normalised in a block: the stack ends with a norm
     assert isinstance(out.embed_norm, nn.Identity) and not isinstance(out.final_norm, nn.Identity)
@@ -114,3 +114,11 @@ def test_layouts_without_a_formula_are_refused(block_options, message):
     with pytest.raises(zoo.RecipeError) as err:
         zoo.load_recipe("gpt-tiny", block=block_options)
     assert f"block: {message}" in str(err.value)
+
+
+def test_each_layout_is_a_class_chosen_at_construction():
+    assert type(block()) is Block
+    assert type(block(norm_position="post")).__name__ == "PostNormBlock"
+    assert type(block(parallel=True)).__name__ == "ParallelBlock"
+    with pytest.raises(ValueError, match="Block has no post layout: make_block builds the class of each"):
+        Block(attention=Scale(11.0), ffn=Scale(13.0), norm=lambda: Scale(2.0), norm_position="post")

@@ -155,7 +155,6 @@ class TransformerStack(nn.Module):
         self.causal = causal
         self.positional = positional
         self.embed_norm = embed_norm
-        self.embed_norm_used = not isinstance(embed_norm, nn.Identity)  # decoding skips calling an Identity
         self.embed_dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(blocks)
         self.final_norm = final_norm
@@ -172,11 +171,7 @@ class TransformerStack(nn.Module):
         cross_caches: list[Any] | None = None,
     ) -> torch.Tensor:
         """Embedded input (N, L, E) -> hidden states (N, L, E)."""
-        x = self.positional.embed(x, positions)
-        if self.embed_norm_used:
-            x = self.embed_norm(x)
-        if self.training:
-            x = self.embed_dropout(x)
+        x = self.embed_dropout(self.embed_norm(self.positional.embed(x, positions)))
         recompute = self.training and torch.is_grad_enabled() and caches is None and cross_caches is None
         for i, block in enumerate(self.blocks):
             kwargs = dict(

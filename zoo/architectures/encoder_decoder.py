@@ -3,6 +3,8 @@ one token embedding shared by both and by the (tied) LM head."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -60,10 +62,13 @@ class EncoderDecoderModel(nn.Module, Pretrained):
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Source ids (N, S) -> encoder output (N, S, E)."""
-        S = input_ids.shape[1]
-        mask = build_mask(S, attention_mask, causal=False, device=input_ids.device)
+        return self.encoder.run(**self._encoder_inputs(input_ids, attention_mask))
+
+    def _encoder_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> dict[str, Any]:
+        """The encoder stack's arguments for source ids (N, S): embeddings, positions and mask."""
+        mask = build_mask(input_ids.shape[1], attention_mask, causal=False, device=input_ids.device)
         positions = stack_positions(self.encoder, input_ids, 0)
-        return self.encoder.run(self.embedding(input_ids), positions=positions, mask=mask)
+        return {"x": self.embedding(input_ids), "positions": positions, "mask": mask}
 
     def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: the decoder sees the start token then the targets, one step behind (an ignored label,
@@ -97,8 +102,8 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         """Shapes: input_ids, attention_mask (N, S); decoder_input_ids (N, T) (default: labels shifted
         right); decoder_attention_mask (N, cached + T); labels (N, T). ``encoder_hidden`` (N, S, E) skips
         the encoder (decoding reuses it)."""
-        if encoder_hidden is None:
-            encoder_hidden = self.encode(input_ids, attention_mask)
+        if encoder_hidden is None:  # the encoder's run, called here: one frame less to every kernel
+            encoder_hidden = self.encoder.run(**self._encoder_inputs(input_ids, attention_mask))
         if decoder_input_ids is None:
             if labels is None:
                 raise ValueError("give decoder_input_ids or labels (the decoder input is labels shifted right)")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from zoo.components.block import Block
+from zoo.components.block import make_block
 
 if TYPE_CHECKING:
     from zoo.config import BuildContext, ComponentConfig
@@ -31,7 +31,7 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
         ctx = recipe.context(layer_idx=i, causal=causal, stack=stack, attention=parts["attention"])
         cross_ctx = replace(ctx, causal=False, cross=True)
         blocks.append(
-            Block(
+            make_block(
                 attention=make("attention", parts["attention"], ctx),
                 ffn=make("ffn", parts["ffn"], ctx),
                 norm=lambda parts=parts, ctx=ctx: make("norm", parts["norm"], ctx),

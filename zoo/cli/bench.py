@@ -42,6 +42,10 @@ def bench(
         bool,
         typer.Option("--compile", help="Decode with the compiled step over a static cache (compiles per cell)."),
     ] = False,
+    kernel: Annotated[
+        str | None,
+        typer.Option("--kernel", help="The attention kernel to decode with (zoo list kernel); default the device's."),
+    ] = None,
     set_: Overrides = None,
 ) -> None:
     """Time prefill and decode (TTFT, TPOT near the start and the end, tokens/s, cache memory) per batch and
@@ -55,6 +59,10 @@ def bench(
     from .build import load_with_overrides
 
     batches, prompts = _ints(batch, "batch"), _ints(prompt, "prompt")
+    if kernel is not None:
+        from zoo.builder import resolve_kernel
+
+        resolve_kernel(kernel)  # refused before the model is built
     target = pick_device(device.value)
     torch.manual_seed(seed)
     if Path(model).is_dir():
@@ -65,7 +73,7 @@ def bench(
             net = net.to(parse_dtype(dtype))
     else:
         net = build(load_with_overrides(model, set_), device=target, dtype=dtype)
-    report = run_bench(net.eval(), batches=batches, prompts=prompts, new=new, seed=seed, compile=compile)
+    report = run_bench(net.eval(), batches=batches, prompts=prompts, new=new, seed=seed, compile=compile, kernel=kernel)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -82,7 +90,9 @@ def _render(report: Any) -> None:
     show.print(
         f"[bold]{escape(report.model)}[/bold]: {report.parameters:,} parameters ({size(report.weight_bytes)}) on "
         f"{r.device}, {r.dtype}; measured here: {r.bandwidth / 1e9:,.1f} GB/s copy, "
-        f"{r.matmul / 1e9:,.1f} GFLOP/s matmul" + ("; decoding compiled (static cache)" if report.compiled else "")
+        f"{r.matmul / 1e9:,.1f} GFLOP/s matmul"
+        + ("; decoding compiled (static cache)" if report.compiled else "")
+        + (f"; kernel {escape(report.kernel)}" if report.kernel else "")
     )
     prefill = table(
         "Prefill: time to first token (ms)",

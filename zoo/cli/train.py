@@ -274,6 +274,10 @@ def generate(
     static_cache: Annotated[
         bool, typer.Option("--static-cache", help="A KV cache of fixed shapes (what --compile decodes from).")
     ] = False,
+    kernel: Annotated[
+        str | None,
+        typer.Option("--kernel", help="The attention kernel to decode with (zoo list kernel); default the device's."),
+    ] = None,
 ) -> None:
     """Generate from a trained run: continue each prompt (decoder) or map it to its target (encoder-decoder)."""
     from rich.markup import escape
@@ -288,6 +292,12 @@ def generate(
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)  # before the run is loaded
     if draft is not None and (compile or static_cache):
         raise ArgumentError("--draft decodes from growing caches: leave out --compile and --static-cache")
+    if draft is not None and kernel is not None:
+        raise ArgumentError("--draft decodes with the device's kernels: leave out --kernel")
+    if kernel is not None:
+        from zoo.builder import resolve_kernel
+
+        resolve_kernel(kernel)  # an unknown kernel is refused before the run is loaded
     run = load_run(run_dir, device=pick_device(device.value))
     if draft is not None:
         _speculative(
@@ -314,6 +324,7 @@ def generate(
         use_cache=not no_cache,
         static_cache=static_cache,
         compile=compile,
+        kernel=kernel,
     )
     show = console()
     arrow = " -> " if run.maps_source_to_target else ""  # a target, not a continuation

@@ -9,7 +9,10 @@ recipe is short for ``block.norm_position``). ``f`` is a sub-layer (attention, F
     output    x + n(f(x))            OLMo 2: each sub-layer's output normalised, its input not
     parallel  x + a(n(x)) + m(n2(x))  GPT-NeoX, Pythia; with shared_norm x + a(n(x)) + m(n(x)): GPT-J, Falcon, Phi
 
-Each sub-layer has its own norms, built from the recipe's ``norm`` at the model's width.
+Each sub-layer has its own norms, built from the recipe's ``norm`` at the model's width. The layout is chosen
+once, at construction (:func:`make_block`): ``Block`` is the sequential pre-norm family (pre, sandwich, output,
+a norm that a layout lacks being ``nn.Identity``), ``PostNormBlock`` and ``ParallelBlock`` the other two, each
+forward a straight line.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from torch import nn
 from zoo.cache import static_cache
 from zoo.config import StrictNumbers
 
-__all__ = ["Block", "BlockCache", "BlockConfig", "NormPosition"]
+__all__ = ["Block", "BlockCache", "BlockConfig", "NormPosition", "ParallelBlock", "PostNormBlock", "make_block"]
 
 NormPosition = Literal["pre", "post", "sandwich", "output"]
 
@@ -124,10 +127,14 @@ class BlockCache:
 class Block(nn.Module):
     """One Transformer block: self-attention, optional cross-attention, feed-forward, each residual.
 
+    This class is the sequential pre-norm family, ``x + dropout(post_norm(f(norm(x))))`` for each sub-layer ``f``:
+    ``pre`` (no output norm), ``sandwich`` (both), ``output`` (no input norm); :func:`make_block` builds the class
+    of any layout.
+
     Args:
         attention: the self-attention module.
         ffn: the feed-forward module.
-        norm: builds one norm (called once per norm the layout needs).
+        norm: builds one norm (called once per norm the layout needs, in the order of the sub-layers).
         cross_attention: attention over the encoder output (encoder-decoder decoders), or None.
         norm_position: ``pre``, ``post``, ``sandwich`` or ``output`` (see the module docstring); ``output``
             has no ``attention_norm`` / ``ffn_norm``, only the ``*_post_norm`` of each sub-layer.
@@ -139,7 +146,12 @@ class Block(nn.Module):
             An ``ffn`` whose ``adds_nothing`` is True (no FFN sub-layer: zoo-mamba's ``ffn: {type: none}``, as in
             Mamba's mixer-only blocks) gets no norms and is skipped: the block is its attention alone.
         dropout: on each sub-layer's output, before it joins the stream.
+
+    Raises:
+        ValueError: a layout with no formula, or a layout that is not this class's (use :func:`make_block`).
     """
+
+    layouts: ClassVar[tuple[str, ...]] = ("pre", "sandwich", "output")
 
     def __init__(
         self,
@@ -157,24 +169,32 @@ class Block(nn.Module):
         super().__init__()
         if norm_position not in ("pre", "post", "sandwich", "output"):
             raise ValueError(f"norm_position must be pre, post, sandwich or output, not {norm_position!r}")
+        if not attention_norm and (parallel or norm_position not in ("pre", "sandwich")):
+            raise ValueError("attention_norm=False needs a sequential pre or sandwich block")
         BlockConfig(norm_position=norm_position, parallel=parallel, shared_norm=shared_norm)  # the same rules
+        layout = "parallel" if parallel else norm_position
+        if layout not in self.layouts:
+            raise ValueError(f"{type(self).__name__} has no {layout} layout: make_block builds the class of each")
         self.norm_position = norm_position
         self.parallel = parallel
         before = norm_position != "output"  # a norm on each sub-layer's input
         after = norm_position in ("sandwich", "output")  # a norm on each sub-layer's output
-        if not attention_norm and (parallel or norm_position not in ("pre", "sandwich")):
-            raise ValueError("attention_norm=False needs a sequential pre or sandwich block")
-        self.attention_norm = norm() if before and attention_norm else None
-        self.attention = attention
-        self.attention_post_norm = norm() if after else None
-        self.cross_attention_norm = norm() if before and cross_attention is not None else None
-        self.cross_attention = cross_attention
-        self.cross_attention_post_norm = norm() if after and cross_attention is not None else None
+
+        def optional(present: bool) -> nn.Module:
+            return norm() if present else nn.Identity()
+
+        cross = cross_attention is not None
         self.skip_ffn = bool(getattr(ffn, "adds_nothing", False))
-        self.ffn_norm = norm() if before and not (shared_norm or self.skip_ffn) else None
+        self.attention_norm = optional(before and attention_norm)
+        self.attention = attention
+        self.attention_post_norm = optional(after)
+        self.cross_attention_norm = optional(before and cross)
+        self.cross_attention = cross_attention
+        self.cross_attention_post_norm = optional(after and cross)
+        self.ffn_norm = None if shared_norm else optional(before and not self.skip_ffn)  # shared: the FFN reads h
         self.ffn = ffn
         self.stateful_ffn = hasattr(ffn, "new_cache")  # it needs earlier tokens: see new_cache
-        self.ffn_post_norm = norm() if after and not self.skip_ffn else None
+        self.ffn_post_norm = optional(after and not self.skip_ffn)
         self.dropout = nn.Dropout(dropout)
 
     def new_cache(self, batch_size: int, max_len: int, static: bool = False) -> Any:
@@ -184,23 +204,6 @@ class Block(nn.Module):
         if static:
             cache = static_cache(cache, max_len)
         return BlockCache(cache, self.ffn.new_cache(batch_size, max_len)) if self.stateful_ffn else cache
-
-    def _residual(
-        self,
-        x: torch.Tensor,
-        norm: nn.Module | None,
-        post_norm: nn.Module | None,
-        f: Callable[[torch.Tensor], torch.Tensor],
-    ) -> torch.Tensor:
-        if self.norm_position == "post":
-            return norm(x + self._dropout(f(x)))
-        y = f(x if norm is None else norm(x))  # no input norm: the output layout
-        if post_norm is not None:
-            y = post_norm(y)
-        return x + self._dropout(y)
-
-    def _dropout(self, y: torch.Tensor) -> torch.Tensor:
-        return self.dropout(y) if self.training else y  # dropout is the identity in eval: skip the call
 
     def forward(
         self,
@@ -217,34 +220,86 @@ class Block(nn.Module):
         """``x`` (N, L, E) -> (N, L, E). ``mask``, ``positions``, ``pos`` and ``cache`` go to the
         self-attention; ``context`` (N, S, E), ``context_mask`` and ``cross_cache`` to the cross-attention.
         A stateful FFN gets ``mask`` and its part of a :class:`BlockCache` too."""
-        ffn = self.ffn
-        if self.stateful_ffn:
-            ffn_cache = None
-            if isinstance(cache, BlockCache):
-                cache, ffn_cache = cache.attention, cache.ffn
-            ffn = lambda h: self.ffn(h, mask=mask, cache=ffn_cache)  # noqa: E731
-        if self.parallel:
-            h = self.attention_norm(x)
-            out = self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache)
-            if self.cross_attention is not None:
-                c = self.cross_attention_norm(x)
-                out = out + self.cross_attention(c, context=context, mask=context_mask, cache=cross_cache)
-            if not self.skip_ffn:
-                out = out + ffn(h if self.ffn_norm is None else self.ffn_norm(x))
-            return x + self._dropout(out)
-        x = self._residual(
-            x,
-            self.attention_norm,
-            self.attention_post_norm,
-            lambda h: self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache),
-        )
+        cache, ffn_args = _split_cache(cache, mask) if self.stateful_ffn else (cache, {})
+        h = self.attention(self.attention_norm(x), mask=mask, positions=positions, pos=pos, cache=cache)
+        x = x + self.dropout(self.attention_post_norm(h))
         if self.cross_attention is not None:
-            x = self._residual(
-                x,
-                self.cross_attention_norm,
-                self.cross_attention_post_norm,
-                lambda h: self.cross_attention(h, context=context, mask=context_mask, cache=cross_cache),
+            h = self.cross_attention(
+                self.cross_attention_norm(x), context=context, mask=context_mask, cache=cross_cache
             )
+            x = x + self.dropout(self.cross_attention_post_norm(h))
         if self.skip_ffn:
             return x
-        return self._residual(x, self.ffn_norm, self.ffn_post_norm, ffn)
+        return x + self.dropout(self.ffn_post_norm(self.ffn(self.ffn_norm(x), **ffn_args)))
+
+
+class PostNormBlock(Block):
+    """The original Transformer's and BERT's layout: ``n(x + dropout(f(x)))`` for each sub-layer."""
+
+    layouts: ClassVar[tuple[str, ...]] = ("post",)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: nn.Module | None = None,
+        cache: Any = None,
+        context: torch.Tensor | None = None,
+        context_mask: torch.Tensor | None = None,
+        cross_cache: Any = None,
+    ) -> torch.Tensor:
+        """As :meth:`Block.forward`."""
+        cache, ffn_args = _split_cache(cache, mask) if self.stateful_ffn else (cache, {})
+        h = self.attention(x, mask=mask, positions=positions, pos=pos, cache=cache)
+        x = self.attention_norm(x + self.dropout(h))
+        if self.cross_attention is not None:
+            h = self.cross_attention(x, context=context, mask=context_mask, cache=cross_cache)
+            x = self.cross_attention_norm(x + self.dropout(h))
+        if self.skip_ffn:
+            return x
+        return self.ffn_norm(x + self.dropout(self.ffn(x, **ffn_args)))
+
+
+class ParallelBlock(Block):
+    """GPT-NeoX's layout: every sub-layer reads ``x`` through its own norm (with ``shared_norm``, GPT-J's, through
+    the attention's), and ``x + dropout(a + c + m)`` adds their outputs at once."""
+
+    layouts: ClassVar[tuple[str, ...]] = ("parallel",)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: nn.Module | None = None,
+        cache: Any = None,
+        context: torch.Tensor | None = None,
+        context_mask: torch.Tensor | None = None,
+        cross_cache: Any = None,
+    ) -> torch.Tensor:
+        """As :meth:`Block.forward`."""
+        cache, ffn_args = _split_cache(cache, mask) if self.stateful_ffn else (cache, {})
+        h = self.attention_norm(x)
+        out = self.attention(h, mask=mask, positions=positions, pos=pos, cache=cache)
+        if self.cross_attention is not None:
+            c = self.cross_attention_norm(x)
+            out = out + self.cross_attention(c, context=context, mask=context_mask, cache=cross_cache)
+        if not self.skip_ffn:
+            out = out + self.ffn(h if self.ffn_norm is None else self.ffn_norm(x), **ffn_args)
+        return x + self.dropout(out)
+
+
+def make_block(*, norm_position: NormPosition = "pre", parallel: bool = False, **parts: Any) -> Block:
+    """The block of a layout (:class:`Block`'s arguments): a ``ParallelBlock``, a ``PostNormBlock`` or a ``Block``."""
+    cls = ParallelBlock if parallel else PostNormBlock if norm_position == "post" else Block
+    return cls(norm_position=norm_position, parallel=parallel, **parts)
+
+
+def _split_cache(cache: Any, mask: torch.Tensor | None) -> tuple[Any, dict[str, Any]]:
+    """A stateful FFN's block: the attention's cache, and the FFN's keyword arguments (its part of the cache)."""
+    if isinstance(cache, BlockCache):
+        return cache.attention, {"mask": mask, "cache": cache.ffn}
+    return cache, {"mask": mask, "cache": None}

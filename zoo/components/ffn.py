@@ -91,8 +91,7 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (N, L, E) -> (N, L, E); H is the hidden width."""
         h = self.act(self.up_proj(x))  # (N, L, H)
-        y = self.down_proj(h)  # (N, L, E)
-        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
+        return self.dropout(self.down_proj(h))  # (N, L, E)
 
 
 def gated_hidden(d_model: int, multiple_of: int = 256) -> int:
@@ -145,8 +144,7 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (N, L, E) -> (N, L, E); H is the hidden width."""
         h = self.act(self.gate_proj(x)) * self.up_proj(x)  # (N, L, H)
-        y = self.down_proj(h)  # (N, L, E)
-        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
+        return self.dropout(self.down_proj(h))  # (N, L, E)
 
 
 SwiGLU = preset(

@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
-from torch.nn.modules import module as _module
 
 from zoo.components.ffn import activation_module
 from zoo.config import BuildContext, ComponentConfig
@@ -34,35 +33,6 @@ def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
         return h.mean(dim=1)
     weights = mask.to(h.dtype).unsqueeze(-1)  # (N, L, 1)
     return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-
-
-def vocabulary_logits(proj: nn.Linear, h: torch.Tensor) -> torch.Tensor:
-    """``proj(h)``: logits over a vocabulary, (..., E) -> (..., V).
-
-    On the CPU, in fp32 and without autograd (decoding), 3 to 64 rows through a matrix at least 8 times wider
-    than deep are computed as ``(W @ h.T).T``: there, MKL's GEMM with few rows is slow, and this form was
-    measured 1.3-4.7x faster (8192x256 to 50257x768; at 32 rows of 8192x256, 5.0 -> 2.2 ms). It is the same
-    product summed in another order; the logits come back as a transposed (non-contiguous) view, which a
-    sampler's softmax or an argmax reads more slowly: at 128 rows that costs what the product saves.
-    """
-    if type(proj) is not nn.Linear:  # an adapter's or another subclass's forward
-        return proj(h)
-    w = proj.weight
-    rows = h.numel() // h.shape[-1] if h.shape[-1] else 0
-    if (
-        not (proj._forward_hooks or proj._forward_pre_hooks)  # hooks must see the call (torchinfo's)
-        and not (_module._global_forward_hooks or _module._global_forward_pre_hooks)
-        and type(w) in (nn.Parameter, torch.Tensor)  # not a sharded (DTensor) weight
-        and 3 <= rows <= 64
-        and w.shape[0] >= 8 * w.shape[1]
-        and h.device.type == "cpu"
-        and h.dtype == w.dtype == torch.float32
-        and not torch.is_grad_enabled()
-    ):
-        flat = h.reshape(rows, h.shape[-1]).t()
-        out = torch.mm(w, flat) if proj.bias is None else torch.addmm(proj.bias[:, None], w, flat)  # (V, rows)
-        return out.t().reshape(*h.shape[:-1], w.shape[0])
-    return proj(h)
 
 
 class LMHead(nn.Module):
@@ -107,7 +77,7 @@ class LMHead(nn.Module):
             h = h * self.scale
         if self.project_out is not None:
             h = self.project_out(h)  # (N, L, proj_dim)
-        logits = vocabulary_logits(self.proj, h)  # (N, L, V)
+        logits = self.proj(h)  # (N, L, V)
         if self.logits_bias is not None:
             logits = logits + self.logits_bias
         if self.softcap is not None:

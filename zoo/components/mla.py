@@ -31,7 +31,7 @@ from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
 from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
 
-from .attention import attend
+from .kernels import Kernel, sdpa
 from .norm import RMSNorm
 
 __all__ = ["MLAConfig", "MultiHeadLatentAttention"]
@@ -59,6 +59,7 @@ class MultiHeadLatentAttention(nn.Module):
         norm_eps: epsilon of the two latent RMSNorms (DeepSeek: 1e-6, whatever its ``rms_norm_eps``).
         dropout: dropout on the attention weights, in training only.
         scale: score scale; None means ``1 / sqrt(Dn + Dr)`` (DeepSeek-V3 with yarn multiplies that by mscale²).
+        kernel: computes the attention from q, k, v (``zoo.components.kernels``); ``zoo.use_kernel`` swaps it.
         causal: a position sees itself and earlier ones only.
 
     Raises:
@@ -79,6 +80,7 @@ class MultiHeadLatentAttention(nn.Module):
         norm_eps: float = 1e-6,
         dropout: float = 0.0,
         scale: float | None = None,
+        kernel: Kernel = sdpa,
         causal: bool = False,
         device=None,
         dtype=None,
@@ -92,6 +94,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.qk_rope_head_dim = qk_rope_head_dim
         self.v_head_dim = v_head_dim
         self.q_lora_rank = q_lora_rank
+        self.kernel = kernel  # computes softmax(q·k) v: zoo.components.kernels, swapped by zoo.use_kernel
         self.dropout = dropout
         self.scale = scale
         self.causal = causal
@@ -169,7 +172,9 @@ class MultiHeadLatentAttention(nn.Module):
         q = torch.cat([q_nope, q_rope], dim=-1)  # (N, H, L, Dn + Dr)
         bias = None if pos is None else pos.score_bias(positions, key_positions)
         p = self.dropout if self.training else 0.0
-        y = attend(q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, dropout_p=p)  # (N, H, L, Dv)
+        y = self.kernel(
+            q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, dropout_p=p
+        )  # (N, H, L, Dv)
         return self.o_proj(y.transpose(1, 2).reshape(n, L, self.num_heads * self.v_head_dim))
 
     def extra_repr(self) -> str:

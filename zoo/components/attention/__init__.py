@@ -1,0 +1,70 @@
+r"""Attention: multi-head, grouped-query, multi-query, and a mixture of attention heads.
+
+Every variant attends through its ``kernel`` (``zoo.components.kernels``; ``sdpa`` unless the model was built
+or is decoding with another). MHA, GQA and MQA are one implementation (``GroupedQueryAttention``) that differ
+only in how many key/value heads serve the query heads::
+
+    MHA (Hkv = H)          GQA (1 < Hkv < H)        MQA (Hkv = 1)
+    q   q   q   q          q   q   q   q            q   q   q   q
+    |   |   |   |          \   /   \   /             \   \ /   /
+    kv  kv  kv  kv          kv      kv                    kv
+
+A ``window`` (sliding-window attention: Mistral, Qwen2, Starcoder2) lets each query see only the
+``window`` most recent keys, itself included, and decodes with a rolling cache of the window::
+
+    window = 3, causal         keys ->  0 1 2 3 4 5
+                              query 0   x
+                              query 1   x x
+                              query 2   x x x
+                              query 3     x x x
+                              query 4       x x x
+                              query 5         x x x
+
+Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads,
+D head_dim, X num_experts, K top_k, W window.
+
+The package holds one file per concern: ``masks`` (which keys a query sees), ``base`` (what every attention
+shares: keys, values, positions, caches), ``gqa`` (grouped-query attention and its presets) and ``moa``.
+"""
+
+from __future__ import annotations
+
+from zoo.hookspecs import hookimpl
+
+from .base import _Attention
+from .gqa import (
+    AttentionConfig,
+    GQAConfig,
+    GroupedQueryAttention,
+    MHAConfig,
+    MQAConfig,
+    MultiHeadAttention,
+    MultiQueryAttention,
+)
+from .masks import block_sparse_mask, causal_mask, random_block_choice, sliding_window_mask
+from .moa import MixtureOfAttentionHeads, MoAConfig
+
+__all__ = [
+    "causal_mask",
+    "sliding_window_mask",
+    "block_sparse_mask",
+    "random_block_choice",
+    "MultiHeadAttention",
+    "GroupedQueryAttention",
+    "MultiQueryAttention",
+    "MixtureOfAttentionHeads",
+    "AttentionConfig",
+    "MHAConfig",
+    "GQAConfig",
+    "MQAConfig",
+    "MoAConfig",
+    "_Attention",
+]
+
+
+@hookimpl
+def register_components(register):
+    register("attention", "mha", MultiHeadAttention, MHAConfig)
+    register("attention", "gqa", GroupedQueryAttention, GQAConfig)
+    register("attention", "mqa", MultiQueryAttention, MQAConfig)
+    register("attention", "moa", MixtureOfAttentionHeads, MoAConfig)

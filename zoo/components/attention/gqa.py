@@ -1,0 +1,343 @@
+"""Grouped-query attention, and multi-head and multi-query attention as its presets, with their configs.
+
+Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads, D head_dim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Annotated, Any, ClassVar, Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from zoo.components.kernels import Kernel, sdpa
+from zoo.config import BuildContext, ComponentConfig, Spec
+from zoo.cost import Cost, nested_cost
+from zoo.init import residual_output
+from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
+from zoo.registry import preset
+
+from .base import _Attention, _indivisible, _resolve_head_dim
+
+
+class GroupedQueryAttention(_Attention):
+    """Grouped-query attention: H query heads share Hkv key/value heads (H = Hkv is MHA, Hkv = 1 MQA).
+
+    The one softmax attention of zoo; every option defaults to the identity, so each family switches on
+    only what it needs: biases per projection (Qwen2: q/k/v but not o), a score soft-cap (Gemma 2), a
+    score scale (T5: 1.0), query/key norms (Qwen3, OLMo 2), a sliding window (Mistral), a rotary encoding
+    of its own (Gemma 3's local layers), and through :meth:`key_mask` any pattern of visible keys (a
+    subclass).
+
+    Args:
+        d_model: width E of the input and output.
+        num_heads: query heads H.
+        num_kv_heads: key/value heads Hkv, dividing ``num_heads``; None means ``num_heads``.
+        head_dim: features per head D; None means ``d_model // num_heads``.
+        bias: learn biases in the four projections; ``q_bias`` ... ``o_bias`` override it per projection.
+        dropout: dropout on the attention weights, in training only.
+        scale: score scale; None means ``1 / sqrt(head_dim)``.
+        softcap: scores become ``softcap * tanh(scores / softcap)`` before masking; None: no cap.
+        qk_norm: builds a norm at a given width (``qk_norm(width)``) for the queries and one for the keys,
+            applied before positions rotate them; None: none.
+        qk_norm_scope: ``head`` normalises each head's ``head_dim`` features, ``projection`` all of a
+            projection's features at once.
+        window: each query sees the ``window`` most recent keys, itself included (bidirectional: keys less
+            than ``window`` away), and decoding keeps a rolling cache of the window; None: every key.
+        rotary: builds this layer's rotary encoding (``rotary()``), which rotates q and k instead of the
+            stack's ``pos``; None: the stack's.
+        sparse_block_size, random_blocks, random_seed: BigBird's block-sparse attention
+            (:func:`block_sparse_mask`); None: every key.
+        position_bias: builds this layer's score-bias encoding (``position_bias()``: UMT5's relative buckets in
+            every layer), whose bias replaces the stack's ``pos`` bias; None: the stack's.
+        kernel: computes the attention from q, k, v (``zoo.components.kernels``); ``zoo.use_kernel`` swaps it.
+        causal: self-attention of a decoder: a position sees itself and earlier ones only.
+        cross: keys and values come from ``context`` (the encoder output) instead of ``x``.
+
+    Raises:
+        ValueError: ``num_heads`` not divisible by ``num_kv_heads``, or ``d_model`` by ``num_heads``
+            when ``head_dim`` is not given, or ``window`` < 1.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        bias: bool = True,
+        q_bias: bool | None = None,
+        k_bias: bool | None = None,
+        v_bias: bool | None = None,
+        o_bias: bool | None = None,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        softcap: float | None = None,
+        qk_norm: Callable[[int], nn.Module] | None = None,
+        qk_norm_scope: Literal["head", "projection"] = "head",
+        window: int | None = None,
+        rotary: Callable[[], nn.Module] | None = None,
+        position_bias: Callable[[], nn.Module] | None = None,
+        sparse_block_size: int | None = None,
+        random_blocks: int = 0,
+        random_seed: int = 0,
+        kernel: Kernel = sdpa,
+        causal: bool = False,
+        cross: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            dropout=dropout, scale=scale, causal=causal, cross=cross, softcap=softcap, window=window, kernel=kernel
+        )
+        if sparse_block_size is not None and not self.cross:  # BigBird's block-sparse pattern of keys
+            self.sparse_blocks = (sparse_block_size, random_blocks, random_seed)
+            self.masks_keys = True
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = _resolve_head_dim(d_model, num_heads, head_dim, "num_heads")
+        factory = {"device": device, "dtype": dtype}
+        q_dim, kv_dim = num_heads * self.head_dim, num_kv_heads * self.head_dim
+        on = {
+            name: bias if own is None else own
+            for name, own in zip("qkvo", (q_bias, k_bias, v_bias, o_bias), strict=True)
+        }
+        self.q_proj = nn.Linear(d_model, q_dim, bias=on["q"], **factory)
+        self.k_proj = nn.Linear(d_model, kv_dim, bias=on["k"], **factory)
+        self.v_proj = nn.Linear(d_model, kv_dim, bias=on["v"], **factory)
+        self.o_proj = residual_output(nn.Linear(q_dim, d_model, bias=on["o"], **factory))
+        if qk_norm is not None:
+            self.qk_norm_scope = qk_norm_scope
+            per_head = qk_norm_scope == "head"
+            self.q_norm = qk_norm(self.head_dim if per_head else q_dim)
+            self.k_norm = qk_norm(self.head_dim if per_head else kv_dim)
+        if rotary is not None and not self.cross:  # cross-attention rotates nothing
+            self.rotary = rotary()
+        if position_bias is not None and not self.cross:  # nor biases its scores by position
+            self.position_bias = position_bias()
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        pos: Any = None,
+        cache: Any = None,
+    ) -> torch.Tensor:
+        """``x`` (N, L, E) -> (N, L, E); ``context`` (N, S, E) for cross-attention.
+
+        ``mask`` is boolean (True = may attend), broadcastable to (N, H, L, S) over every key so far;
+        ``positions`` (N|1, L) are absolute positions (default: ``arange`` after the cached ones); ``pos``
+        is the stack's positional encoding; ``cache`` comes from :meth:`new_cache`.
+        """
+        n, L, _ = x.shape
+        q = self._heads(self.q_proj, x, self.num_heads, self.q_norm)  # (N, H, L, D)
+        q, k, v, mask, bias = self._keys_values(
+            x, q, context=context, mask=mask, positions=positions, pos=pos, cache=cache
+        )
+        p = self.dropout if self.training else 0.0
+        y = self.kernel(
+            q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, softcap=self.softcap, dropout_p=p
+        )
+        # y: (N, H, L, D)
+        y = y.transpose(1, 2).reshape(n, L, self.num_heads * self.head_dim)  # (N, L, H*D)
+        return self.o_proj(y)
+
+    def extra_repr(self) -> str:
+        extra = f", softcap={self.softcap}" if self.softcap is not None else ""
+        extra += f", window={self.window}" if self.window is not None else ""
+        return (
+            f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
+            f"causal={self.causal}, cross={self.cross}{extra}"
+        )
+
+
+MultiHeadAttention = preset(GroupedQueryAttention, "Multi-head attention: every query head has its own K/V head.")
+MultiQueryAttention = preset(
+    GroupedQueryAttention,
+    "Multi-query attention: all query heads share one K/V head (the smallest KV cache).",
+    num_kv_heads=1,
+)
+
+
+class AttentionConfig(ComponentConfig):
+    """Fields shared by multi-head, grouped-query and multi-query attention."""
+
+    num_heads: int = Field(ge=1, le=MAX_HEADS, description="Query heads.")
+    head_dim: int | None = Field(
+        None, ge=1, le=MAX_HEAD_DIM, description="Features per head; default d_model // num_heads."
+    )
+    bias: bool = Field(True, description="Learn biases in the q/k/v/o projections.")
+    q_bias: bool | None = Field(None, description="Bias on the query projection; default `bias`.")
+    k_bias: bool | None = Field(None, description="Bias on the key projection; default `bias`.")
+    v_bias: bool | None = Field(None, description="Bias on the value projection; default `bias`.")
+    o_bias: bool | None = Field(None, description="Bias on the output projection; default `bias` (Qwen2: false).")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
+    scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim) (T5: 1.0).")
+    softcap: float | None = Field(None, gt=0, description="Cap scores at ±softcap with tanh (Gemma 2: 50).")
+    qk_norm: Annotated[dict[str, Any] | str | None, Spec("norm")] = Field(
+        None, description="Normalise queries and keys with this norm (Qwen3, Gemma 3: rmsnorm); none by default."
+    )
+    qk_norm_scope: Literal["head", "projection"] = Field(
+        "head", description="head: over each head's head_dim (Qwen3); projection: over the whole q/k (OLMo 2)."
+    )
+    window: int | None = Field(
+        None,
+        ge=1,
+        description="Sliding window: each query sees the `window` most recent keys, itself included (Mistral 7B: "
+        "4096), and decoding caches only those; default every key.",
+    )
+    rotary: Annotated[dict[str, Any] | str | None, Spec("positional")] = Field(
+        None,
+        description="This layer's own rotary encoding instead of the stack's rope (Gemma 3's local layers: "
+        "{type: rope, theta: 10000.0}); default the stack's.",
+    )
+    position_bias: Annotated[dict[str, Any] | str | None, Spec("positional")] = Field(
+        None,
+        description="This layer's own score-bias encoding, replacing the stack's bias (UMT5: {type: t5_relative} in "
+        "every layer); default the stack's.",
+    )
+
+    sparse_block_size: int | None = Field(
+        None,
+        ge=1,
+        description="Block-sparse attention (BigBird) over blocks of this many tokens: each query sees its block and "
+        "the two beside it, the first and last (global) blocks and random_blocks others; sequences of at most "
+        "(5 + 2 * random_blocks) blocks attend fully, as transformers' BigBird does. Encoders only.",
+    )
+    random_blocks: int = Field(0, ge=0, le=MAX_HEADS, description="Block-sparse: random key blocks per query block.")
+    random_seed: int = Field(0, ge=0, description="Block-sparse: which random blocks (a fixed choice per seed).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_heads": 4},
+        {"num_heads": 4, "head_dim": 6, "bias": False, "q_bias": True, "v_bias": True, "softcap": 5.0},
+        {"num_heads": 4, "sparse_block_size": 2, "random_blocks": 0},
+        {"num_heads": 4, "qk_norm": "rmsnorm"},
+        {"num_heads": 4, "window": 3},
+        {"num_heads": 4, "rotary": {"type": "rope", "theta": 100.0}},
+        {"num_heads": 4, "position_bias": {"type": "t5_relative", "num_buckets": 8, "max_distance": 16}},
+    )
+
+    def head_dim_for(self, d_model: int) -> int:
+        """The head width this config gives in a model of width ``d_model``."""
+        return self.head_dim if self.head_dim is not None else d_model // self.num_heads
+
+    num_kv_heads: ClassVar[int]  # each variant says how many K/V heads serve its query heads
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        problems = []
+        if self.num_heads % self.num_kv_heads:
+            problems.append(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
+        if self.head_dim is None and ctx.d_model % self.num_heads:
+            problems.append(_indivisible(ctx.d_model, self.num_heads, "num_heads"))
+        if self.rotary is not None and not ctx.cross:
+            problems += self._rotary_problems(ctx)
+        if self.position_bias is not None and not ctx.cross:
+            problems += self._position_bias_problems(ctx)
+        if self.sparse_block_size is not None and (ctx.causal or self.window is not None):
+            problems.append(
+                "sparse_block_size: BigBird's block-sparse attention is bidirectional and windowless (an encoder's, "
+                "without window)"
+            )
+        return problems
+
+    def _position_bias_problems(self, ctx: BuildContext) -> list[str]:
+        """Why ``position_bias`` cannot bias this attention's scores: not a score-bias encoding, or its own check."""
+        from zoo.plugins import get_registry
+        from zoo.recipe import validate_spec
+
+        config = validate_spec(get_registry(), "positional", self.position_bias, "position_bias", [])
+        if config is None:
+            return []  # an invalid spec: validating the recipe has said why
+        if getattr(type(config), "style", None) != "bias":
+            return [
+                f"position_bias: positional '{config.type}' adds no score bias; give one such as {{type: t5_relative}}"
+            ]
+        return [f"position_bias: {m}" for m in config.check(ctx)]
+
+    def _rotary_problems(self, ctx: BuildContext) -> list[str]:
+        """Why ``rotary`` cannot replace the stack's rotation here: not a rotary encoding, a stack that does not
+        rotate (its positional is not rope), or the encoding's own check at this attention's heads."""
+        from zoo.plugins import get_registry
+        from zoo.recipe import validate_spec
+
+        config = validate_spec(get_registry(), "positional", self.rotary, "rotary", [])
+        if config is None:
+            return []  # an invalid spec: validating the recipe has said why
+        problems = []
+        if getattr(type(config), "style", None) != "rotate":
+            problems.append(
+                f"rotary: positional '{config.type}' does not rotate queries and keys; give a rotary encoding "
+                "such as {type: rope, theta: 10000.0}"
+            )
+        if ctx.positional is not None and ctx.positional != "rope":
+            problems.append(
+                f"rotary replaces the stack's rope in this layer, but the stack's positional is "
+                f"'{ctx.positional}'; set positional: {{type: rope}} or remove rotary"
+            )
+        if not problems:
+            problems += [f"rotary: {m}" for m in config.check(ctx)]
+        return problems
+
+    def biases(self) -> dict[str, bool]:
+        """Whether each of the q, k, v, o projections has a bias."""
+        own = (self.q_bias, self.k_bias, self.v_bias, self.o_bias)
+        return {name: self.bias if b is None else b for name, b in zip("qkvo", own, strict=True)}
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        # q and o: E·H·D each; k and v: E·Hkv·D each. MHA (Hkv = H, D = E/H) gives the familiar 4E² + 4E.
+        E, H, Hkv, D = ctx.d_model, self.num_heads, self.num_kv_heads, self.head_dim_for(ctx.d_model)
+        weights = 2 * E * H * D + 2 * E * Hkv * D
+        on = self.biases()
+        biases = on["q"] * H * D + (on["k"] + on["v"]) * Hkv * D + on["o"] * E
+        norms = norm_acts = 0
+        if self.qk_norm is not None:  # one norm for q and one for k, at a head's width or a projection's
+            q_width, k_width = (D, D) if self.qk_norm_scope == "head" else (H * D, Hkv * D)
+            norms = sum(nested_cost("norm", self.qk_norm, replace(ctx, d_model=w)).params for w in (q_width, k_width))
+            norm_acts = H * D + Hkv * D
+        if self.position_bias is not None and not ctx.cross:  # this layer's own table (cross-attention has none)
+            norms += nested_cost("positional", self.position_bias, ctx).params
+        return Cost(
+            params=weights + biases + norms,
+            matmul=weights,
+            score_width=H * D,
+            kv_width=Hkv * D,
+            window=None if ctx.cross else self.window,  # caps the keys scored and cached per query
+            acts=E + 2 * H * D + 2 * Hkv * D + norm_acts,  # input, q, k, v, attention output (and normed q, k)
+        )
+
+
+class MHAConfig(AttentionConfig):
+    type: Literal["mha"] = "mha"
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.num_heads
+
+
+class GQAConfig(AttentionConfig):
+    type: Literal["gqa"] = "gqa"
+    num_kv_heads: int = Field(ge=1, le=MAX_HEADS, description="Key/value heads; each serves num_heads // num_kv_heads.")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_heads": 4, "num_kv_heads": 2},
+        {"num_heads": 4, "num_kv_heads": 1, "head_dim": 6, "bias": False, "o_bias": True, "softcap": 5.0},
+        {"num_heads": 4, "num_kv_heads": 2, "qk_norm": {"type": "layernorm"}, "qk_norm_scope": "projection"},
+    )
+
+
+class MQAConfig(AttentionConfig):
+    type: Literal["mqa"] = "mqa"
+
+    @property
+    def num_kv_heads(self) -> int:
+        return 1

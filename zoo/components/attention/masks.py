@@ -1,0 +1,61 @@
+"""Which keys each query may see: sliding windows and BigBird's block-sparse pattern, as ``(L, S)`` bool masks
+(True = may attend) over sequence indices. Causality is ``zoo.components.kernels.causal_mask``."""
+
+from __future__ import annotations
+
+import torch
+
+from zoo.components.kernels import causal_mask
+
+__all__ = ["block_sparse_mask", "causal_mask", "random_block_choice", "sliding_window_mask"]
+
+
+def sliding_window_mask(
+    query_index: torch.Tensor, key_index: torch.Tensor, window: int, lookahead: int = 0
+) -> torch.Tensor:
+    """``(L, S)`` bool, True where the query at sequence index ``q`` may see the key at index ``k``:
+    ``k`` is at most ``window - 1`` before ``q`` and at most ``lookahead`` after it (0: causal).
+
+    Causal, this is Hugging Face's ``sliding_window_overlay`` (``kv_idx > q_idx - sliding_window``), the
+    same for Mistral, Mixtral, Qwen2/3, Starcoder2, Gemma 2/3 and Phi-3 in transformers 5.
+    """
+    distance = query_index[:, None] - key_index[None, :]  # (L, S)
+    return (distance < window) & (distance >= -lookahead)
+
+
+def random_block_choice(num_blocks: int, random_blocks: int, seed: int, device=None) -> torch.Tensor:
+    """BigBird's random blocks: for each of ``num_blocks`` query blocks, the ``random_blocks`` key blocks it sees
+    besides its window and the two global blocks, ``(num_blocks, random_blocks)`` long, -1 where fewer remain.
+
+    The choice is a fixed function of (query block, key block, ``seed``) made of tensor operations (a hash ranks
+    the eligible blocks), so every forward of a model sees the same blocks and nothing leaves the graph. The
+    global blocks (first and last) choose none: they see every key.
+    """
+    rows = torch.arange(num_blocks, device=device)[:, None]
+    cols = torch.arange(num_blocks, device=device)[None, :]
+    mixed = (rows * 1_000_003 + cols * 7_919 + (seed + 1) * 104_729) * 2_654_435_761 % 4_294_967_296
+    eligible = ((rows - cols).abs() > 1) & (cols > 0) & (cols < num_blocks - 1)
+    eligible &= (rows > 0) & (rows < num_blocks - 1)
+    rank = torch.where(eligible, mixed.double(), -1.0)  # (n, n): eligible key blocks ranked by their hash
+    k = min(random_blocks, num_blocks)
+    score, chosen = rank.topk(k, dim=-1)  # (n, k)
+    return torch.where(score >= 0, chosen, -1)
+
+
+def block_sparse_mask(
+    query_index: torch.Tensor, key_index: torch.Tensor, block_size: int, random_blocks: int, seed: int = 0
+) -> torch.Tensor | None:
+    """``(L, S)`` bool of BigBird's block-sparse attention over ``block_size``-token blocks: a query sees its own
+    block and the two beside it, the first and the last block (global: they also see every key), and the
+    ``random_blocks`` blocks of :func:`random_block_choice`. None (every key) for sequences of at most
+    ``(5 + 2 * random_blocks) * block_size`` keys, which transformers' BigBird attends fully too."""
+    length = key_index.numel()
+    if length <= (5 + 2 * random_blocks) * block_size:
+        return None
+    num_blocks = -(-length // block_size)
+    q, k = query_index // block_size, key_index // block_size  # (L,), (S,) block of each index
+    near = (q[:, None] - k[None, :]).abs() <= 1
+    glob = ((q == 0) | (q == num_blocks - 1))[:, None] | ((k == 0) | (k == num_blocks - 1))[None, :]
+    chosen = random_block_choice(num_blocks, random_blocks, seed, device=key_index.device)[q]  # (L, r)
+    picked = (chosen[:, :, None] == k[None, None, :]).any(1)  # (L, S)
+    return near | glob | picked
