@@ -387,8 +387,8 @@ def trace_step(
     from zoo.architectures.blocks import set_activation_checkpointing
     from zoo.builder import build
     from zoo.errors import PlanError
-    from zoo.train.loop import autocast, parameter_groups
     from zoo.train.objectives import objective_name
+    from zoo.train.optim import autocast, parameter_groups
 
     from .live import LiveBytes
     from .metatensor import MetaMode
