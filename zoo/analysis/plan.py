@@ -23,26 +23,30 @@ On top of the traced tensor bytes, a GPU needs the caching allocator's reserve (
 reserved-but-free blocks, fragmentation) and the CUDA context with its library workspaces (``CONTEXT``);
 both are stated assumptions, not traced. Time comes from FLOPs (``zoo.analysis.flops``: 3x the forward,
 plus the forward of what checkpointing recomputes) at a stated utilisation of the accelerator's dense bf16
-peak, beside the roofline (utilisation 1), and the communication volume at the interconnect's bandwidth.
+peak, beside the roofline (utilisation 1), and the communication volume at the interconnect's bandwid
+
+The pieces: accelerators (``zoo.analysis.accelerators``), memory per device (``zoo.analysis.device_memory``),
+step time and serving (``zoo.analysis.throughput``); this module puts them together in ``plan``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from zoo.errors import PlanError
+
+from .accelerators import Accelerator, accelerators, get_accelerator
+from .device_memory import CONTEXT, RESERVE, Memory, _device_memory, _gib, _largest_micro_batch, _Layout
+from .throughput import Serving, StepTime, _serving, _step_time
 
 if TYPE_CHECKING:
     from zoo.recipe import Recipe
 
-    from .steptrace import StepTrace, Timeline, UnitShare
+    from .steptrace import StepTrace
+    from .timeline import Timeline, UnitShare
 
 __all__ = [
     "CONTEXT",
@@ -57,184 +61,10 @@ __all__ = [
     "plan",
 ]
 
-RESERVE = 0.10
-"""The caching allocator's reserve on a GPU, as a share of the peak tensor bytes (typically 5-15% in training)."""
-CONTEXT = 1 << 30
-"""The CUDA context, cuBLAS / NCCL workspaces and kernels: memory a GPU process uses outside tensors."""
 DEFAULT_MFU = 0.4
 """Utilisation of the dense bf16 peak that step times assume unless told (well-tuned dense training: 0.35-0.5)."""
 GPU_GRANULARITY = 512
 """The CUDA caching allocator rounds every block up to 512 bytes."""
-SERVING_DTYPE_BYTES = 2
-"""Serving holds bf16 weights and a bf16 KV cache."""
-MAX_MICRO_BATCH = 1 << 24
-
-
-@dataclass(frozen=True)
-class Accelerator:
-    """One device type of ``zoo/data/accelerators.yaml``: its memory, compute, bandwidths and their sources."""
-
-    name: str
-    title: str
-    memory: str
-    """The datasheet's capacity, as written there."""
-    memory_bytes: int
-    """Usable bytes (what the driver reports; the machine's memory for ``cpu``)."""
-    flops: float
-    """Dense bf16 FLOP/s."""
-    bandwidth: float
-    link: float
-    """Intra-node interconnect, bytes/s per device and direction."""
-    network: float
-    """Inter-node bandwidth, bytes/s per device and direction."""
-    per_node: int
-    source: dict[str, str]
-
-    @property
-    def gpu(self) -> bool:
-        return self.name != "cpu"
-
-
-@cache
-def accelerators() -> dict[str, Accelerator]:
-    """Every accelerator zoo knows, by name (``zoo/data/accelerators.yaml``)."""
-    import yaml
-
-    path = Path(__file__).resolve().parent.parent / "data" / "accelerators.yaml"
-    data = yaml.safe_load(path.read_text())
-    out = {}
-    for name, spec in data.items():
-        gib = spec["memory_gib"]
-        memory = round(gib * 2**30) if gib is not None else _machine_memory()
-        out[name] = Accelerator(
-            name=name,
-            title=spec["title"],
-            memory=spec["memory"],
-            memory_bytes=memory,
-            flops=float(spec["flops"]),
-            bandwidth=float(spec["bandwidth"]),
-            link=float(spec["link"]),
-            network=float(spec["network"]),
-            per_node=int(spec["per_node"]),
-            source=dict(spec["source"]),
-        )
-    return out
-
-
-def _machine_memory() -> int:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def get_accelerator(name: str) -> Accelerator:
-    """The accelerator called ``name`` (case-insensitive).
-
-    Raises:
-        PlanError: an unknown name; the message lists the known ones.
-    """
-    known = accelerators()
-    found = known.get(name.strip().lower())
-    if found is None:
-        listed = ", ".join(f"{n} ({a.title})" for n, a in known.items())
-        raise PlanError(f"unknown accelerator {name!r}: --gpu takes one of {listed}")
-    return found
-
-
-@dataclass(frozen=True)
-class Memory:
-    """Bytes per device at the peak of a training step."""
-
-    weights: int
-    gradients: int
-    optimizer: int
-    gathered: int
-    """Weights FSDP gathers whole while their layers run (the root's and one or two blocks')."""
-    activations: int
-    """Made in the forward and still alive at the peak: what the backward will read."""
-    casts: int
-    """Of what the forward keeps, the bf16 / fp16 copies of the fp32 weights autocast made (2 B per parameter
-    in bf16 over the blocks whose activations are kept): the backward's inputs of each matmul."""
-    temporaries: int
-    """Activation gradients, recomputed activations, the optimizer's scratch: made and freed in the step."""
-    reserve: int
-    """The caching allocator's reserve (``RESERVE`` of the tensor peak) and the CUDA context."""
-    offloaded: int = 0
-    """Bytes kept in CPU memory instead (FSDP2 CPU offload): the shards of weights, gradients, AdamW state."""
-    phase: str = ""
-    """Where the peak falls: forward, backward or optimizer."""
-
-    @property
-    def peak(self) -> int:
-        """Tensor bytes at the peak (what ``torch.cuda.max_memory_allocated`` measures)."""
-        kept = self.activations + self.casts + self.temporaries
-        return self.weights + self.gradients + self.optimizer + self.gathered + kept
-
-    @property
-    def needed(self) -> int:
-        """What the device must have: the peak, the allocator's reserve and the context."""
-        return self.peak + self.reserve
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "peak": self.peak, "needed": self.needed}
-
-
-@dataclass(frozen=True)
-class StepTime:
-    """One optimizer step: its FLOPs, time and throughput, and what T tokens take."""
-
-    tokens_per_step: int
-    flops: float
-    """Model FLOPs of the step (3x the forward)."""
-    recompute_flops: float
-    """The forward FLOPs that activation checkpointing runs again."""
-    mfu: float
-    """The utilisation assumed: the share of the devices' dense peak the executed FLOPs reach."""
-    compute_s: float
-    roofline_s: float
-    """The same FLOPs at the full dense peak: no step can be faster."""
-    comm_bytes: float
-    """Bytes each device sends per step (all-reduce, all-gather, reduce-scatter), intra- and inter-node."""
-    comm_s: float
-    step_s: float
-    """Compute and communication overlapped (DDP's buckets, FSDP2's prefetching): the longer of the two."""
-    tokens_per_s: float
-    tokens: float | None = None
-    seconds: float | None = None
-    """Time for ``tokens`` tokens."""
-
-    @property
-    def tokens_per_day(self) -> float:
-        return self.tokens_per_s * 86400
-
-    @property
-    def model_mfu(self) -> float:
-        """Model FLOPs per second / the devices' peak, at ``step_s`` (below ``mfu`` when recomputing)."""
-        return self.flops / self.step_s / self._peak if self.step_s > 0 else 0.0
-
-    _peak: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
-        return {**d, "tokens_per_day": self.tokens_per_day, "model_mfu": self.model_mfu}
-
-
-@dataclass(frozen=True)
-class Serving:
-    """Inference beside bf16 weights spread over the devices: KV cache and concurrent sequences."""
-
-    weights: int
-    kv_bytes_per_token: int | None
-    """None: the model keeps no KV cache (not a generative decoder)."""
-    seq_len: int
-    sequences: int | None
-    """Sequences of ``seq_len`` tokens whose KV caches fit beside the weights on all devices together."""
-    decode_tokens_per_s: float | None
-    """The memory-bandwidth roofline of decoding that many sequences: weights and caches read once per token."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -321,204 +151,6 @@ class Plan:
             "advice": self.advice,
             "error": self.error(),
         }
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
-# ------------------------------------------------------------------------------------------- memory
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """How the traced step is spread over the devices."""
-
-    strategy: str  # none | ddp | fsdp
-    shards: int = 1  # devices one copy of the weights is sharded over
-    offload: bool = False
-    grad_accum: int = 1
-
-
-def _device_memory(trace: StepTrace, timeline: Timeline, layout: _Layout, scale: float, gpu: bool) -> Memory:
-    """The peak per device when each device runs ``scale`` x the traced micro-batch, laid out as ``layout``."""
-    g = timeline.gradients.astype(np.float64)
-    act = timeline.activations * scale
-    casts = timeline.casts.astype(np.float64)  # one copy of each weight, whatever the batch
-    tmp = timeline.temporaries * scale
-    weights, optimizer = float(trace.weights), float(trace.optimizer)
-    gathered = np.zeros_like(g)
-    extra_grads = 0.0
-    offloaded = 0.0
-    if layout.strategy == "fsdp":
-        grads, gathered = _fsdp_grads_and_gathered(trace, timeline, layout)
-        n = layout.shards
-        weights, optimizer = weights / n, optimizer / n
-        g = grads
-        if layout.offload:
-            offloaded = weights + optimizer + trace.grad_bytes / n
-            weights = optimizer = 0.0
-    elif layout.strategy == "ddp":
-        extra_grads = float(trace.grad_bytes)  # the all-reduce buckets: a second copy of every gradient
-    total = g + act + casts + tmp + gathered
-    if len(total) == 0:
-        i, value = 0, 0.0
-    else:
-        i = int(np.argmax(total))
-        value = float(total[i])
-    peak = weights + optimizer + extra_grads + value
-    reserve = RESERVE * peak + CONTEXT if gpu else 0.0
-    phase = timeline.segments[int(timeline.segment[i])][1] if len(total) else ""
-    return Memory(
-        weights=round(weights),
-        gradients=round(extra_grads + (g[i] if len(g) else 0)),
-        optimizer=round(optimizer),
-        gathered=round(gathered[i]) if len(gathered) else 0,
-        activations=round(act[i]) if len(act) else 0,
-        casts=round(casts[i]) if len(casts) else 0,
-        temporaries=round(tmp[i]) if len(tmp) else 0,
-        reserve=round(reserve),
-        offloaded=round(offloaded),
-        phase=phase,
-    )
-
-
-def _fsdp_grads_and_gathered(trace: StepTrace, timeline: Timeline, layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
-    """Per operator, under FSDP2: the gradient bytes on a device and the weights it holds gathered.
-
-    A block's gradients are whole until its backward ends (then reduce-scattered: 1/shards stays); the
-    root's (every weight outside the blocks) until the backward ends; with gradient accumulation, all stay
-    whole (no reduce-scatter before the last micro-step). Gathered: the root's weights through forward and
-    backward; a block's while it runs, with the next block of the backward prefetched; at a gather (a block's
-    start) and a reduce-scatter (its backward's end), one more copy of the block for the flat buffers.
-    """
-    n = layout.shards
-    segs = timeline.segments
-    seg = timeline.segment
-    g = timeline.gradients.astype(np.float64)
-    root = float(trace.weights - sum(trace.block_params.values()))
-    k = len(segs)
-    done = np.zeros(k)  # gradient bytes already reduce-scattered when each segment begins
-    gathered_seg = np.zeros(k)
-    running = 0.0
-    backward_blocks = [
-        j for j, (name, phase, _) in enumerate(segs) if phase == "backward" and name in trace.block_params
-    ]
-    following = {
-        j: (backward_blocks[i + 1] if i + 1 < len(backward_blocks) else None) for i, j in enumerate(backward_blocks)
-    }
-    starts = np.searchsorted(seg, np.arange(k))
-    ends = np.searchsorted(seg, np.arange(k), side="right")
-    for j, (name, phase, params) in enumerate(segs):
-        done[j] = running
-        if phase == "optimizer":
-            continue
-        gathered_seg[j] = root
-        if name in trace.block_params:
-            gathered_seg[j] += params
-            if phase == "backward":
-                nxt = following[j]
-                gathered_seg[j] += segs[nxt][2] if nxt is not None else 0.0
-                running += timeline.segment_gradients[j + 1] - timeline.segment_gradients[j]
-    grads = g.copy()
-    if layout.grad_accum == 1:
-        kept = 0.0 if layout.offload else 1 / n  # offloaded, the gradient shards go to CPU memory
-        sharded = done[seg]
-        grads = g - sharded + sharded * kept
-        optimizer = np.array([segs[j][1] == "optimizer" for j in range(k)])[seg]
-        grads[optimizer] = g[optimizer] * kept  # the root's reduce-scattered too by the end of the backward
-    gathered = gathered_seg[seg].copy()
-    for j, (name, phase, params) in enumerate(segs):  # the flat all-gather and reduce-scatter buffers
-        if name in trace.block_params and ends[j] > starts[j]:
-            gathered[starts[j]] += params
-            if phase == "backward":
-                gathered[ends[j] - 1] += params
-    return grads, gathered
-
-
-# ------------------------------------------------------------------------------------------- time
-
-
-def _step_time(
-    trace: StepTrace, acc: Accelerator, layout: _Layout, gpus: int, batch: int, mfu: float, tokens: float | None
-) -> StepTime:
-    from .flops import flop_estimate
-
-    seq = trace.seq_len
-    est = flop_estimate(trace.parts, seq_len=seq, batch=batch)
-    flops = float(est.train_per_batch) * layout.grad_accum
-    recompute = float(flop_estimate(trace.recomputed, seq_len=seq, batch=batch).forward_per_batch) * layout.grad_accum
-    peak = gpus * acc.flops
-    compute_s = (flops + recompute) / (peak * mfu)
-    roofline_s = (flops + recompute) / peak
-    intra, inter = _comm_bytes(trace, acc, layout, gpus)
-    comm_s = intra / acc.link + inter / acc.network
-    step_s = max(compute_s, comm_s)
-    per_step = batch * seq * layout.grad_accum
-    tokens_per_s = per_step / step_s if step_s > 0 else 0.0
-    return StepTime(
-        tokens_per_step=per_step,
-        flops=flops,
-        recompute_flops=recompute,
-        mfu=mfu,
-        compute_s=compute_s,
-        roofline_s=roofline_s,
-        comm_bytes=intra + inter,
-        comm_s=comm_s,
-        step_s=step_s,
-        tokens_per_s=tokens_per_s,
-        tokens=tokens,
-        seconds=tokens / tokens_per_s if tokens and tokens_per_s else None,
-        _peak=peak,
-    )
-
-
-def _comm_bytes(trace: StepTrace, acc: Accelerator, layout: _Layout, gpus: int) -> tuple[float, float]:
-    """(intra-node, inter-node) bytes each device sends per optimizer step, ring collectives.
-
-    DDP all-reduces the fp32 gradients once per step: 2 (N-1)/N of them. FSDP all-gathers the weights in
-    the forward of every micro-step and again in the backward (the root's stay gathered), and
-    reduce-scatters the gradients once: (N-1)/N each. Hybrid: that within a node, plus an all-reduce of the
-    gradient shards across nodes. A ring that spans nodes runs at the network's bandwidth.
-    """
-    if gpus == 1:
-        return 0.0, 0.0
-    grads, weights = float(trace.grad_bytes), float(trace.weights)
-    blocks = float(sum(trace.block_params.values()))
-    spans = gpus > acc.per_node
-    if layout.strategy == "ddp":
-        volume = 2 * (gpus - 1) / gpus * grads
-        return (0.0, volume) if spans else (volume, 0.0)
-    n = layout.shards
-    share = (n - 1) / n
-    volume = share * (weights + blocks) * layout.grad_accum + share * grads
-    if n == gpus:
-        return (0.0, volume) if spans else (volume, 0.0)
-    replicas = gpus // n
-    return volume, 2 * (replicas - 1) / replicas * grads / n
-
-
-# ------------------------------------------------------------------------------------------- serving
-
-
-def _serving(trace: StepTrace, acc: Accelerator, gpus: int, seq_len: int) -> Serving:
-    from .memory import memory_estimate
-
-    est = memory_estimate(trace.parts, parameters=trace.parameters, batch=1, seq_len=seq_len, max_len=None)
-    weights = trace.parameters * SERVING_DTYPE_BYTES
-    per_token = est.kv_bytes_per_token
-    if per_token is None:
-        return Serving(weights, None, seq_len, None, None)
-    usable = gpus * max(0.0, acc.memory_bytes - (CONTEXT if acc.gpu else 0)) * (1 - (RESERVE if acc.gpu else 0))
-    free = usable - weights
-    per_sequence = per_token * seq_len + (est.state_bytes_per_sequence or 0)
-    sequences = max(0, int(free // per_sequence)) if per_sequence else 0
-    read = weights + sequences * per_sequence
-    decode = sequences / (read / (gpus * acc.bandwidth)) if sequences else 0.0
-    return Serving(weights, per_token, seq_len, sequences, decode)
-
-
-# ------------------------------------------------------------------------------------------- the plan
 
 
 def plan(
@@ -676,24 +308,6 @@ def _strategy(trace: StepTrace, acc: Accelerator, gpus: int, parallel: str) -> s
     if not acc.gpu:
         return "ddp"
     return "fsdp" if trace.parameters * BYTES_PER_PARAMETER > 0.8 * acc.memory_bytes else "ddp"
-
-
-def _largest_micro_batch(trace: StepTrace, timeline: Timeline, layout: _Layout, acc: Accelerator) -> int:
-    """The largest micro-batch per device whose step fits (activations scale with it; 0: not even 1)."""
-
-    def fits(m: int) -> bool:
-        memory = _device_memory(trace, timeline, layout, m / trace.micro_batch, acc.gpu)
-        return memory.needed <= acc.memory_bytes
-
-    if not fits(1):
-        return 0
-    low, high = 1, 2
-    while high <= MAX_MICRO_BATCH and fits(high):
-        low, high = high, high * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid)
-    return low
 
 
 def _advice(trace: StepTrace, timeline: Timeline, layout: _Layout, acc: Accelerator, gpus: int) -> list[str]:

@@ -34,9 +34,9 @@ __all__ = [
 
 _LAZY = {
     "train": "zoo.train.loop",
-    "TrainEvent": "zoo.train.loop",
-    "TrainResult": "zoo.train.loop",
-    "TrainInterrupted": "zoo.train.loop",
+    "TrainEvent": "zoo.train.events",
+    "TrainResult": "zoo.train.events",
+    "TrainInterrupted": "zoo.train.interrupt",
     "evaluate": "zoo.train.evaluation",
     "Evaluation": "zoo.train.evaluation",
     "metric_panels": "zoo.train.metrics",
@@ -49,7 +49,9 @@ _LAZY = {
 if TYPE_CHECKING:
     from .checkpoint import Run, load_run
     from .evaluation import Evaluation, evaluate
-    from .loop import TrainEvent, TrainInterrupted, TrainResult, train
+    from .events import TrainEvent, TrainResult
+    from .interrupt import TrainInterrupted
+    from .loop import train
     from .metrics import metric_panels, plot_metrics, read_metrics
 
 

@@ -1,0 +1,101 @@
+"""``MoEConfig``: the recipe options of the ``moe`` FFN, their checks and its declared cost."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from zoo.config import BuildContext, ComponentConfig, Spec
+from zoo.cost import Cost, nested_cost
+from zoo.recipe.limits import MAX_EXPERTS
+
+from .layer import check_groups, check_top_k
+
+
+class MoEConfig(ComponentConfig):
+    """Mixture of experts FFN."""
+
+    type: Literal["moe"] = "moe"
+    num_experts: int = Field(ge=1, le=MAX_EXPERTS, description="Number of routed experts.")
+    top_k: int = Field(ge=1, le=MAX_EXPERTS, description="Experts each token is sent to.")
+    expert: Annotated[dict[str, Any], Spec("ffn")] = Field(
+        default_factory=lambda: {"type": "swiglu"}, description="FFN spec of every routed expert."
+    )
+    shared_expert: Annotated[dict[str, Any] | None, Spec("ffn")] = Field(
+        None, description="FFN spec of an expert applied to every token; none by default."
+    )
+    aux_loss_coef: float = Field(0.01, ge=0.0, description="Coefficient of the load-balancing loss.")
+    normalize: bool = Field(
+        True, description="Renormalise the chosen experts' scores to sum to 1 (Qwen2-MoE's norm_topk_prob: false)."
+    )
+    scoring: Literal["softmax", "sigmoid"] = Field(
+        "softmax", description="Router scores: a softmax over experts, or a sigmoid per expert (DeepSeek-V3)."
+    )
+    correction_bias: bool = Field(
+        False,
+        description="A per-expert bias buffer (e_score_correction_bias) added to the scores to choose experts, "
+        "not to weight them (DeepSeek-V3).",
+    )
+    n_group: int = Field(
+        1, ge=1, le=MAX_EXPERTS, description="Expert groups; tokens choose within the topk_group best (DeepSeek-V3: 8)."
+    )
+    topk_group: int = Field(
+        1,
+        ge=1,
+        le=MAX_EXPERTS,
+        description="Groups each token chooses among, by their two best scores (DeepSeek-V3: 4).",
+    )
+    routed_scaling_factor: float = Field(
+        1.0, gt=0, description="Multiplies the routed experts' weights (DeepSeek-V3: 2.5)."
+    )
+    shared_expert_gate: bool = Field(
+        False, description="Scale the shared expert by sigmoid(Linear(E, 1)) of the token (Qwen2-MoE)."
+    )
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"num_experts": 4, "top_k": 2, "expert": {"type": "swiglu", "hidden": 16}},
+        {"num_experts": 3, "top_k": 1, "expert": {"type": "mlp", "hidden": 8}, "shared_expert": {"type": "mlp"}},
+        {  # Qwen2-MoE
+            "num_experts": 4,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "shared_expert": {"type": "swiglu", "hidden": 12},
+            "shared_expert_gate": True,
+            "normalize": False,
+        },
+        {  # DeepSeek-V3
+            "num_experts": 8,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "shared_expert": {"type": "swiglu", "hidden": 8},
+            "scoring": "sigmoid",
+            "correction_bias": True,
+            "n_group": 4,
+            "topk_group": 2,
+            "routed_scaling_factor": 2.5,
+        },
+    )
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> MoEConfig:
+        check_top_k(self.top_k, self.num_experts)
+        check_groups(self.num_experts, self.top_k, self.n_group, self.topk_group)
+        if self.shared_expert_gate and self.shared_expert is None:
+            raise ValueError("shared_expert_gate scales the shared expert: give a shared_expert too")
+        return self
+
+    def cost(self, ctx: BuildContext) -> Cost | None:
+        E, X, K = ctx.d_model, self.num_experts, self.top_k
+        expert = nested_cost("ffn", self.expert, ctx)
+        shared = nested_cost("ffn", self.shared_expert, ctx) if self.shared_expert is not None else Cost(params=0)
+        if expert is None or shared is None:
+            return None
+        # The router E·X and the shared expert's gate E·1 (Qwen2-MoE); the correction bias is a buffer.
+        router = E * X + (E if self.shared_expert_gate else 0)
+        return Cost(
+            params=router + X * expert.params + shared.params,
+            active=router + K * expert.active_params + shared.active_params,
+            matmul=router + K * expert.matmul + shared.matmul,
+            acts=E + X + K * expert.acts + shared.acts,
+        )

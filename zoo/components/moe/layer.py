@@ -1,0 +1,233 @@
+"""The MoE layer: the router (softmax or sigmoid scores, correction bias, group-limited top_k), the dispatch
+of each token to its experts, the load-balancing loss, and the checks that routing options fit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .experts import GroupedExperts, _build_expert
+
+
+def check_top_k(top_k: int, num_experts: int) -> None:
+    """Raise ``ValueError`` unless each token can pick ``top_k`` distinct experts."""
+    if top_k > num_experts:
+        raise ValueError(f"top_k ({top_k}) must be <= num_experts ({num_experts})")
+
+
+def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) -> None:
+    """Raise ``ValueError`` unless group-limited routing can pick ``top_k`` experts from ``topk_group`` of
+    ``n_group`` equal groups (each of at least two experts: a group scores by its two best)."""
+    if n_group == 1 and topk_group == 1:
+        return
+    if num_experts % n_group:
+        raise ValueError(f"num_experts ({num_experts}) must be divisible by n_group ({n_group})")
+    if topk_group > n_group:
+        raise ValueError(f"topk_group ({topk_group}) must be <= n_group ({n_group})")
+    per_group = num_experts // n_group
+    if per_group < 2:
+        raise ValueError(
+            f"n_group ({n_group}) leaves {per_group} expert per group; a group scores by its two best experts, "
+            "so each needs at least 2 (use fewer groups)"
+        )
+    if top_k > topk_group * per_group:
+        raise ValueError(
+            f"top_k ({top_k}) must be <= the {topk_group * per_group} experts of topk_group ({topk_group}) groups "
+            f"of {per_group}"
+        )
+
+
+class MoE(nn.Module):
+    """Mixture of experts: each token goes to its top_k experts, weighted by the router.
+
+    Each expert runs only on the tokens routed to it (grouped dispatch), so the compute per token is
+    ``top_k`` experts whatever ``num_experts`` is. The dispatch has no ``.item()`` and no Python branch on
+    data, and compiles with ``torch.compile(fullgraph=True)``: the number of tokens per expert is a
+    data-dependent size that the compiler traces symbolically.
+
+    Every forward stores ``self.aux_loss``, the load-balancing loss of Switch Transformer,
+    ``aux_loss_coef * num_experts * Σ_e f_e * P_e``, where ``f_e`` is the fraction of (token, slot)
+    assignments that went to expert ``e`` and ``P_e`` the mean router probability of ``e``. It equals
+    ``aux_loss_coef`` when routing is perfectly balanced. (Hugging Face's Mixtral loss counts assignments
+    per token instead of per slot, so its value is ``top_k`` times this one.) Sigmoid scores are first
+    normalised to sum to one per token, as in DeepSeek-V3's sequence-wise balance loss.
+
+    Args:
+        d_model: width E of the input and output.
+        num_experts: number of routed experts X.
+        top_k: experts per token k.
+        expert: zero-argument callable returning a fresh expert module; called ``num_experts`` times.
+        shared_expert: zero-argument callable returning an expert that every token goes through, its
+            output added unweighted (DeepSeekMoE, Qwen-MoE); ``None`` for none.
+        aux_loss_coef: coefficient of the load-balancing loss.
+        normalize: renormalise the chosen experts' scores to sum to one (Mixtral, DeepSeek-V3); False keeps
+            them as scored (Qwen2-MoE's ``norm_topk_prob: false``).
+        scoring: ``softmax`` over the router logits (Mixtral, Qwen) or an independent ``sigmoid`` per expert
+            (DeepSeek-V3), computed in float32 from a float32 copy of the router weight.
+        correction_bias: a per-expert float32 buffer ``e_score_correction_bias`` (zeros until loaded; DeepSeek
+            adjusts it outside the gradient to balance the load) added to the scores to choose the experts,
+            not to weight them.
+        n_group: experts form this many equal groups (of at least two); each group scores by the sum of
+            its two best scores (bias included), and a token chooses only among ``topk_group`` best groups.
+            1 (with ``topk_group`` 1): no groups.
+        topk_group: groups each token chooses among.
+        routed_scaling_factor: multiplies the routed experts' weights, after any renormalisation
+            (DeepSeek-V3: 2.5).
+        shared_expert_gate: scale the shared expert's output by ``sigmoid(shared_expert_gate(x))``, a learned
+            ``Linear(E, 1)`` without bias (Qwen2-MoE); needs a ``shared_expert``.
+        device: device of the parameters (experts are built under it).
+        dtype: dtype of the parameters (experts are cast to it).
+
+    Raises:
+        ValueError: ``top_k`` is larger than ``num_experts``; groups that do not fit (see ``check_groups``);
+            a ``shared_expert_gate`` without a shared expert.
+        TypeError: ``expert`` is a module rather than a callable that builds one.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        num_experts: int,
+        top_k: int,
+        expert: Callable[[], nn.Module],
+        shared_expert: Callable[[], nn.Module] | None = None,
+        aux_loss_coef: float = 0.01,
+        normalize: bool = True,
+        scoring: Literal["softmax", "sigmoid"] = "softmax",
+        correction_bias: bool = False,
+        n_group: int = 1,
+        topk_group: int = 1,
+        routed_scaling_factor: float = 1.0,
+        shared_expert_gate: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        check_top_k(top_k, num_experts)
+        check_groups(num_experts, top_k, n_group, topk_group)
+        if scoring not in ("softmax", "sigmoid"):
+            raise ValueError(f"scoring must be 'softmax' or 'sigmoid', not {scoring!r}")
+        if shared_expert_gate and shared_expert is None:
+            raise ValueError("shared_expert_gate scales the shared expert: give a shared_expert too")
+        self.num_experts = num_experts
+        self.top_k = top_k
+        self.aux_loss_coef = aux_loss_coef
+        self.normalize = normalize
+        self.scoring = scoring
+        self.n_group = n_group
+        self.topk_group = topk_group
+        self.routed_scaling_factor = routed_scaling_factor
+        self.router = nn.Linear(d_model, num_experts, bias=False, device=device, dtype=dtype)
+        # A buffer, not a parameter: no gradient moves it (DeepSeek-V3 nudges it by the load), and Hugging Face
+        # holds it as one. float32 whatever the model's dtype, as the scores it is added to.
+        bias = torch.zeros(num_experts, device=device, dtype=torch.float32) if correction_bias else None
+        self.register_buffer("e_score_correction_bias", bias)
+        # zoo's own FFNs as experts are stacked (one tensor per projection); others are built one by one.
+        # The first expert is built on the meta device only to read its shape.
+        self.experts: GroupedExperts | nn.ModuleList
+        grouped = GroupedExperts.of(_build_expert(expert, "meta", dtype), num_experts, device=device, dtype=dtype)
+        if grouped is not None:
+            self.experts = grouped
+        else:
+            self.experts = nn.ModuleList(_build_expert(expert, device, dtype) for _ in range(num_experts))
+        # A shared expert is a whole FFN whose output is added, so nn.Identity (which would add x) cannot
+        # stand for "none", and a zero-returning module would waste a pass. None keeps it out of the
+        # parameters; forward tests it on this constructor constant, which torch.compile resolves while
+        # tracing (no graph break).
+        self.shared_expert = _build_expert(shared_expert, device, dtype) if shared_expert is not None else None
+        self.shared_expert_gate = (
+            nn.Linear(d_model, 1, bias=False, device=device, dtype=dtype) if shared_expert_gate else None
+        )
+        self.aux_loss: torch.Tensor = torch.zeros((), device=device)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Route the tokens of ``x`` (..., E), flattened to T rows.
+
+        Returns:
+            weights (T, k) float32 (summing to ``routed_scaling_factor`` per token when ``normalize``); indices
+            (T, k) of the chosen experts, best first; probs (T, X) float32, the router's scores of all experts
+            (softmax probabilities or sigmoids, without the correction bias).
+        """
+        tokens = x.reshape(-1, x.shape[-1])  # (T, E)
+        if self.scoring == "softmax":
+            # float32 softmax as in Mixtral: bf16 probabilities are too coarse to rank and weight experts well.
+            probs = self.router(tokens).float().softmax(dim=-1)  # (T, X)
+        else:  # DeepSeek-V3 keeps its router in float32 and scores there
+            probs = F.linear(tokens.float(), self.router.weight.float()).sigmoid()  # (T, X)
+        if self.e_score_correction_bias is None and self.n_group == 1:
+            weights, indices = probs.topk(self.top_k, dim=-1)  # (T, k), (T, k)
+        else:
+            choice = probs if self.e_score_correction_bias is None else probs + self.e_score_correction_bias
+            if self.n_group > 1:
+                choice = self._best_groups(choice)
+            indices = choice.topk(self.top_k, dim=-1).indices  # (T, k): chosen with the bias ...
+            weights = probs.gather(1, indices)  # ... weighted without it
+        if self.normalize:
+            # Renormalising softmax probabilities equals a softmax over the chosen logits. The 1e-20 is
+            # DeepSeek-V3's guard for sigmoid scores; it cannot change a softmax sum (at least top_k / X).
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+        if self.routed_scaling_factor != 1.0:
+            weights = weights * self.routed_scaling_factor
+        return weights, indices, probs
+
+    def _best_groups(self, choice: torch.Tensor) -> torch.Tensor:
+        """``choice`` (T, X) with the experts outside each token's ``topk_group`` best groups at -inf.
+
+        A group scores by the sum of its two best experts' scores (DeepSeek-V3's ``noaux_tc``), exactly as
+        Hugging Face's ``DeepseekV3TopkRouter``.
+        """
+        t, G = choice.shape[0], self.n_group
+        grouped = choice.view(t, G, self.num_experts // G)  # (T, G, X/G)
+        group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)  # (T, G)
+        best = group_scores.topk(self.topk_group, dim=-1, sorted=False).indices  # (T, topk_group)
+        keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best, True)  # (T, G)
+        keep = keep.unsqueeze(-1).expand_as(grouped).reshape(t, self.num_experts)  # (T, X)
+        return choice.masked_fill(~keep, float("-inf"))
+
+    def load_balancing_loss(self, indices: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+        """``aux_loss_coef * X * Σ_e f_e * P_e`` from indices (T, k) and probs (T, X); a scalar."""
+        f = F.one_hot(indices, self.num_experts).float().mean(dim=(0, 1))  # (X,) share of assignments
+        p = probs.mean(dim=0)  # (X,) mean router probability; the only differentiable factor
+        return self.aux_loss_coef * self.num_experts * (f * p).sum()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (N, L, E) -> (N, L, E). T = N * L tokens, X experts, k = top_k, T_e tokens sent to expert e."""
+        tokens = x.reshape(-1, x.shape[-1])  # (T, E)
+        weights, indices, probs = self.route(tokens)  # (T, k), (T, k), (T, X)
+        weights = weights.to(x.dtype)
+        out = torch.zeros_like(tokens)  # (T, E)
+        grouped = isinstance(self.experts, GroupedExperts)
+        for e in range(self.num_experts):
+            # The (token, slot) pairs routed to e; their count is data-dependent, hence nonzero.
+            token, slot = torch.nonzero(indices == e, as_tuple=True)  # (T_e,), (T_e,)
+            if grouped:
+                y = self.experts(tokens[token], e)  # (T_e, E)
+            else:
+                y = self.experts[e](tokens[token].unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
+            # A token picks an expert at most once, so `token` has no repeats and the add is deterministic.
+            out.index_add_(0, token, y * weights[token, slot, None])
+        out = out.view_as(x)  # (N, L, E)
+        if self.shared_expert is not None:
+            shared = self.shared_expert(x)
+            if self.shared_expert_gate is not None:
+                shared = torch.sigmoid(self.shared_expert_gate(x)) * shared  # (N, L, 1) gate per token
+            out = out + shared
+        if self.scoring == "sigmoid":
+            probs = probs / probs.sum(dim=-1, keepdim=True)  # sigmoids as a distribution, for the loss only
+        self.aux_loss = self.load_balancing_loss(indices, probs)
+        return out
+
+    def extra_repr(self) -> str:
+        extra = "" if self.normalize else ", normalize=False"
+        if self.scoring != "softmax":
+            extra += f", scoring={self.scoring}"
+        if self.n_group > 1:
+            extra += f", n_group={self.n_group}, topk_group={self.topk_group}"
+        if self.routed_scaling_factor != 1.0:
+            extra += f", routed_scaling_factor={self.routed_scaling_factor}"
+        return f"num_experts={self.num_experts}, top_k={self.top_k}{extra}"
