@@ -166,8 +166,8 @@ def test_modernbert_local_layers_see_keys_half_the_window_away(local_attention, 
 
 def test_modernbert_first_layer_reads_the_normalised_embeddings():
     model = zoo.build("modernbert-tiny")
-    assert model.blocks[0].attention_norm is None
-    assert all(block.attention_norm is not None for block in model.blocks[1:])
+    assert isinstance(model.blocks[0].attention_norm, torch.nn.Identity)
+    assert not any(isinstance(block.attention_norm, torch.nn.Identity) for block in model.blocks[1:])
 
 
 @pytest.mark.parametrize(

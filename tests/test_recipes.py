@@ -165,3 +165,21 @@ def test_save_and_load_keeps_a_low_precision_dtype(tmp_path):
     assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
     a, b = model.state_dict(), loaded.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_validated_recipe_holds_nested_configs_that_dump_as_they_load():
+    from zoo.components.ffn import SwiGLUConfig
+    from zoo.components.norm import RMSNormConfig
+    from zoo.config import nested_config
+
+    recipe = zoo.load_recipe("moe-tiny", attention={"qk_norm": "rmsnorm"})
+    assert isinstance(recipe.attention.qk_norm, RMSNormConfig)
+    moe = recipe.layers[0].ffn  # the per-layer overrides are validated the same way
+    assert isinstance(moe.expert, SwiGLUConfig) and moe.expert.hidden == 96
+    assert nested_config(moe, "expert") is moe.expert
+    again = zoo.load_recipe(recipe.model_dump(mode="json"))
+    assert again == recipe
+    with pytest.raises(ValueError, match=r"MoEConfig.expert is the unvalidated spec \{'type': 'swiglu'\}"):
+        from zoo.components.moe import MoEConfig
+
+        nested_config(MoEConfig(num_experts=2, top_k=1), "expert")

@@ -1,10 +1,11 @@
 """Base classes of component configs and the build context that the builder hands to factories.
 
 A component config is a pydantic model with ``type: Literal["name"] = "name"`` and forbidden extra keys.
-Its fields become the keyword arguments of the component's factory. A field annotated with
-``Spec("ffn")`` holds a nested component spec (``{type: swiglu, hidden: 1024}``): it is validated
-against that kind's registry and the factory receives a callable that builds it: ``build()`` at the
-component's own width, ``build(width)`` at another (a norm over one head's ``head_dim``).
+Its fields become the keyword arguments of the component's factory. A field annotated
+``Annotated[Nested | None, Spec("ffn")]`` holds a nested component spec (``{type: swiglu, hidden: 1024}``): a
+recipe's validation replaces it with the config object of the component it names (``zoo.recipe.validate_spec``),
+so what reads a validated recipe never looks a spec up again, and the factory receives a callable that builds
+it: ``build()`` at the component's own width, ``build(width)`` at another (a norm over one head's ``head_dim``).
 
 A config owns everything said about its component: its fields (the recipe keys), ``check(ctx)`` (the rules
 that need the model around it), ``cost(ctx)`` (its parameters, work, cache and activations, see
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, SerializeAsAny, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 if TYPE_CHECKING:
@@ -189,3 +190,24 @@ def spec_fields(config: type[BaseModel]) -> dict[str, str]:
             if isinstance(meta, Spec):
                 out[name] = meta.kind
     return out
+
+
+Nested = SerializeAsAny[ComponentConfig] | dict[str, Any] | str
+"""The type of a nested spec field (with ``Spec(kind)``): as written (a mapping or a bare type name) until the
+recipe is validated, the component's validated config after (dumped with all of its fields)."""
+
+
+def nested_config(config: ComponentConfig, field: str) -> ComponentConfig | None:
+    """The validated config in ``config``'s nested spec ``field`` (None when the field is unset).
+
+    Raises:
+        ValueError: the spec is still as written: ``config`` was made directly, not by validating a recipe or
+            a spec (``zoo.recipe.validate_spec``), which is where nested specs are looked up.
+    """
+    value = getattr(config, field)
+    if value is None or isinstance(value, ComponentConfig):
+        return value
+    raise ValueError(
+        f"{type(config).__name__}.{field} is the unvalidated spec {value!r}: validate the component's spec with "
+        "zoo.recipe.validate_spec (or load a recipe), which turns nested specs into configs"
+    )

@@ -16,9 +16,10 @@ by the contract tests (``zoo.testing``). A plugin declares its cost the same way
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+from .config import ComponentConfig
 
 if TYPE_CHECKING:
     from .config import BuildContext
@@ -68,17 +69,13 @@ class Cost:
         return replace(self, **changes)
 
 
-def nested_cost(kind: str, spec: Mapping[str, Any] | Any, ctx: BuildContext) -> Cost | None:
-    """The declared cost of a nested component spec (an MoE's ``expert``) at ``ctx``; None if it declares none.
-
-    ``spec`` is validated against the config that its ``type`` registered, exactly as the builder does.
-    """
-    from .errors import RecipeError
-    from .plugins import get_registry
-    from .recipe import validate_spec
-
-    errors: list[tuple[str, str]] = []
-    config = validate_spec(get_registry(), kind, spec, kind, errors)
-    if config is None:
-        raise RecipeError(errors)
-    return config.cost(ctx)
+def nested_cost(kind: str, spec: Any, ctx: BuildContext) -> Cost | None:
+    """The declared cost of a nested component (an MoE's ``expert``, of ``kind``) at ``ctx``; None if it declares
+    none. ``spec`` is the validated config that a recipe's validation put in the nested field
+    (``zoo.config.nested_config`` says how to get one otherwise)."""
+    if not isinstance(spec, ComponentConfig):
+        raise ValueError(
+            f"the nested {kind} spec {spec!r} is not validated: validate the component's spec with "
+            "zoo.recipe.validate_spec (or load a recipe), which turns nested specs into configs"
+        )
+    return spec.cost(ctx)

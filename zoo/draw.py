@@ -397,14 +397,11 @@ def _widths(m: Any, module: Any) -> str:
     return f"{text}, {activation}" if isinstance(activation, str) else text
 
 
-def _stacked_expert(spec: dict, ctx: Any) -> Any:
-    """The provenance-like (name, config, ctx) of an MoE's expert spec, for experts held stacked."""
+def _stacked_expert(config: Any, ctx: Any) -> Any:
+    """The provenance-like (name, config, ctx) of an MoE's expert config, for experts held stacked."""
     from types import SimpleNamespace
 
-    from zoo.plugins import get_registry
-
-    config = get_registry().get("ffn", spec["type"]).config.model_validate(spec)
-    return SimpleNamespace(name=spec["type"], config=config, ctx=ctx)
+    return SimpleNamespace(name=config.type, config=config, ctx=ctx)
 
 
 def _ffn_label(path: str, m: Any, model: Any, made: dict) -> Label:

@@ -268,7 +268,7 @@ class TestMoEConfig:
 
     def test_defaults(self):
         config = MoEConfig(num_experts=8, top_k=2)
-        assert config.expert == {"type": "swiglu"}
+        assert config.expert == {"type": "swiglu"}  # as written; a recipe's validation makes it a SwiGLU config
         assert config.shared_expert is None
         assert config.aux_loss_coef == 0.01
 

@@ -11,6 +11,17 @@ from pydantic import ValidationError
 from zoo.components.ffn import GatedMLP
 from zoo.components.moe import MoE, MoEConfig
 from zoo.config import BuildContext
+from zoo.plugins import get_registry
+from zoo.recipe import validate_spec
+
+
+def validated(**options) -> MoEConfig:
+    """An MoE config as a recipe's validation makes it: its expert specs turned into configs."""
+    errors: list = []
+    config = validate_spec(get_registry(), "ffn", {"type": "moe", **options}, "ffn", errors)
+    assert config is not None, errors
+    return config
+
 
 D = 8  # d_model
 
@@ -222,9 +233,9 @@ class TestCost:
 
     def test_gate_counts_and_the_bias_buffer_does_not(self):
         expert, shared_spec = {"type": "swiglu", "hidden": 12}, {"type": "swiglu", "hidden": 6}
-        gated = MoEConfig(num_experts=4, top_k=2, expert=expert, shared_expert=shared_spec, shared_expert_gate=True)
-        plain = MoEConfig(num_experts=4, top_k=2, expert=expert, shared_expert=shared_spec)
-        biased = MoEConfig(num_experts=4, top_k=2, expert=expert, scoring="sigmoid", correction_bias=True)
+        gated = validated(num_experts=4, top_k=2, expert=expert, shared_expert=shared_spec, shared_expert_gate=True)
+        plain = validated(num_experts=4, top_k=2, expert=expert, shared_expert=shared_spec)
+        biased = validated(num_experts=4, top_k=2, expert=expert, scoring="sigmoid", correction_bias=True)
         assert gated.cost(self.ctx()).params == plain.cost(self.ctx()).params + D
         assert gated.cost(self.ctx()).params == n_params(make_moe(shared_expert=shared(), shared_expert_gate=True))
         assert biased.cost(self.ctx()).params == n_params(deepseek_moe(num_experts=4, n_group=1, topk_group=1))

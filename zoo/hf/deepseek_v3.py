@@ -354,7 +354,7 @@ def shared_expert_fits(recipe: Any) -> str | None:
     shared, expert = recipe.ffn.shared_expert, recipe.ffn.expert
     if shared is None:
         return "ffn.shared_expert is None; DeepSeek-V3 has n_shared_experts >= 1"
-    wide, unit = shared.get("hidden"), expert.get("hidden")
+    wide, unit = getattr(shared, "hidden", None), getattr(expert, "hidden", None)
     if wide is None or unit is None or wide % unit:
         return (
             f"ffn.shared_expert.hidden is {wide!r}, needs a multiple of ffn.expert.hidden ({unit!r}): "

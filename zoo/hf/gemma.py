@@ -260,13 +260,10 @@ def local_global(
 
 def layer_ropes(recipe) -> list[Any]:
     """Each decoder layer's rope config: its attention's ``rotary``, else the stack's positional."""
-    from zoo.plugins import get_registry
-    from zoo.recipe import validate_spec
-
     out = []
     for placed in recipe.layer_plan("decoder"):
         rotary = placed["attention"][0].rotary
-        out.append(recipe.positional if rotary is None else validate_spec(get_registry(), "positional", rotary, "", []))
+        out.append(recipe.positional if rotary is None else rotary)
     return out
 
 

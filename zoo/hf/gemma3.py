@@ -117,11 +117,8 @@ def config(recipe, weights) -> dict[str, Any]:
 
 def _qk_norm(recipe) -> str | None:
     """A requirement: queries and keys normalised per head by Gemma's (1 + w) RMSNorm at the model's eps."""
-    from zoo.plugins import get_registry
-    from zoo.recipe import validate_spec
-
     attention = recipe.attention
-    norm = None if attention.qk_norm is None else validate_spec(get_registry(), "norm", attention.qk_norm, "", [])
+    norm = attention.qk_norm
     fits = (
         norm is not None
         and norm.type == "rmsnorm"
@@ -132,8 +129,8 @@ def _qk_norm(recipe) -> str | None:
     )
     if not fits:
         return (
-            f"attention.qk_norm is {attention.qk_norm!r} (scope {attention.qk_norm_scope}), needs "
-            f"{{type: rmsnorm, eps: {recipe.norm.eps}, offset: 1.0}} per head (Gemma 3's q_norm and k_norm)"
+            f"attention.qk_norm is {None if norm is None else norm.model_dump()} (scope {attention.qk_norm_scope}), "
+            f"needs {{type: rmsnorm, eps: {recipe.norm.eps}, offset: 1.0}} per head (Gemma 3's q_norm and k_norm)"
         )
     return None
 

@@ -303,9 +303,9 @@ def mixtral_config(recipe, weights) -> dict[str, Any]:
 
 def _fits_expert(recipe) -> str | None:
     expert = recipe.ffn.expert
-    if expert.get("type") not in ACTS:
-        return f"ffn.expert.type is {expert.get('type')!r}, needs one of {', '.join(map(repr, ACTS))}"
-    if expert.get("bias"):
+    if expert.type not in ACTS:
+        return f"ffn.expert.type is {expert.type!r}, needs one of {', '.join(map(repr, ACTS))}"
+    if getattr(expert, "bias", False):
         return "ffn.expert.bias is True, needs False (Mixtral's experts have no biases)"
     return None
 

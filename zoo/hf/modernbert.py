@@ -221,14 +221,10 @@ def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) 
 
 def plan(recipe) -> list[tuple[int | None, Any]]:
     """(window, rope config) of every layer: its attention's window and rotary, else the stack's positional."""
-    from zoo.plugins import get_registry
-    from zoo.recipe import validate_spec
-
     out = []
     for placed in recipe.layer_plan("encoder"):
         attention = placed["attention"][0]
-        rotary = attention.rotary
-        rope = recipe.positional if rotary is None else validate_spec(get_registry(), "positional", rotary, "", [])
+        rope = recipe.positional if attention.rotary is None else attention.rotary
         out.append((attention.window, rope))
     return out
 

@@ -67,12 +67,9 @@ OPTIONS = (
 def qk_norm_over_projections(recipe: Any) -> str | None:
     """A requirement: QK-norm by the recipe's own RMSNorm over each whole projection (OLMo 2 builds q_norm and
     k_norm with ``rms_norm_eps`` at the width of all query heads and of all key heads)."""
-    from zoo.plugins import get_registry
-    from zoo.recipe import validate_spec
-
     attention = recipe.attention
-    spec = attention.qk_norm
-    qk_norm = None if spec is None else validate_spec(get_registry(), "norm", spec, "attention.qk_norm", [])
+    qk_norm = attention.qk_norm
+    spec = None if qk_norm is None else qk_norm.model_dump()
     if qk_norm != recipe.norm or attention.qk_norm_scope != "projection":
         return (
             f"attention.qk_norm is {spec!r} over {attention.qk_norm_scope!r}, needs the recipe's norm "

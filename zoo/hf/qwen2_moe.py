@@ -156,8 +156,8 @@ def gated_ffn_misfit(ffn: Any, where: str, act: str | None) -> str | None:
 def only_dense_ffns_differ(recipe: Any) -> str | None:
     """A requirement: ``layers:`` overrides only swap the MoE for one bias-free gated FFN of the experts'
     activation, the same in every dense layer (the family's config has one ``intermediate_size``)."""
-    expert = recipe.ffn.expert if recipe.ffn.type == "moe" else {}
-    act = hidden_act(expert) if expert.get("type") in ACTS else None
+    expert = recipe.ffn.expert if recipe.ffn.type == "moe" else None
+    act = hidden_act(expert) if expert is not None and expert.type in ACTS else None
     dense = None
     for j, override in enumerate(recipe.layers):
         if override.attention is not None or override.norm is not None:
@@ -175,7 +175,7 @@ def only_dense_ffns_differ(recipe: Any) -> str | None:
 
 def fits_experts(recipe: Any) -> str | None:
     """A requirement: routed and shared experts are bias-free gated FFNs of one activation."""
-    act = hidden_act(recipe.ffn.expert) if recipe.ffn.expert.get("type") in ACTS else None
+    act = hidden_act(recipe.ffn.expert) if recipe.ffn.expert.type in ACTS else None
     problem = gated_ffn_misfit(recipe.ffn.expert, "ffn.expert", None)
     if problem is None and recipe.ffn.shared_expert is not None:
         problem = gated_ffn_misfit(recipe.ffn.shared_expert, "ffn.shared_expert", act)

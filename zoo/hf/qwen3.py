@@ -39,12 +39,9 @@ QWEN3_RULES = (
 
 def qk_norm_is_the_norm(recipe: Any) -> str | None:
     """A requirement: per-head QK-norm by the recipe's own RMSNorm (Qwen3 builds both with ``rms_norm_eps``)."""
-    from zoo.plugins import get_registry
-    from zoo.recipe import validate_spec
-
     attention = recipe.attention
-    spec = attention.qk_norm
-    qk_norm = None if spec is None else validate_spec(get_registry(), "norm", spec, "attention.qk_norm", [])
+    qk_norm = attention.qk_norm
+    spec = None if qk_norm is None else qk_norm.model_dump()
     if qk_norm != recipe.norm or attention.qk_norm_scope != "head":
         return (
             f"attention.qk_norm is {spec!r} over {attention.qk_norm_scope!r}, needs the recipe's norm "

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.plugins import get_registry
-from zoo.recipe import validate_spec
-
 from . import mt5, t5
 from .mapping import Family, Rule
 
@@ -34,10 +31,7 @@ RULES = (
 
 def buckets(recipe: Any) -> Any:
     """The validated ``t5_relative`` config of the recipe's per-layer bias, or None when it has none."""
-    spec = getattr(recipe.attention, "position_bias", None)
-    if spec is None:
-        return None
-    return validate_spec(get_registry(), "positional", spec, "attention.position_bias", [])
+    return getattr(recipe.attention, "position_bias", None)
 
 
 def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:

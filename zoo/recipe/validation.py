@@ -170,7 +170,7 @@ def _validate_spec(
             _interrupt(inner)
             stand_in = None
         if stand_in is not None:
-            _validate_nested(registry, stand_in, path, errors)
+            stand_in = _validate_nested(registry, stand_in, path, errors)
         return None, stand_in
     except BaseException as exc:  # noqa: BLE001 - a plugin's validator raised something pydantic does not catch
         _interrupt(exc)
@@ -178,19 +178,25 @@ def _validate_spec(
             (path, f"{kind} '{name}' (plugin '{component.plugin}'): validating its options raised {raised(exc)}")
         )
         return None, None
-    _validate_nested(registry, config, path, errors)
-    return config, None
+    return _validate_nested(registry, config, path, errors), None
 
 
-def _validate_nested(registry: Registry, config: ComponentConfig, path: str, errors: Errors) -> None:
+def _validate_nested(registry: Registry, config: ComponentConfig, path: str, errors: Errors) -> ComponentConfig:
+    """``config`` with each nested spec replaced by its validated config (an invalid one stays as written, its
+    errors collected)."""
+    typed = {}
     for field, nested_kind in spec_fields(type(config)).items():
         nested = getattr(config, field)
-        if nested is not None:
-            validate_spec(registry, nested_kind, nested, f"{path}.{field}", errors)
+        if nested is not None and not isinstance(nested, ComponentConfig):
+            validated = validate_spec(registry, nested_kind, nested, f"{path}.{field}", errors)
+            if validated is not None:
+                typed[field] = validated
+    return config.model_copy(update=typed) if typed else config
 
 
 def validate_spec(registry: Registry, kind: str, spec: Any, path: str, errors: Errors) -> ComponentConfig | None:
-    """Validate one ``{type: NAME, ...}`` spec against the config NAME registered; collect errors."""
+    """Validate one ``{type: NAME, ...}`` spec against the config NAME registered, its nested specs replaced by
+    their configs; collect errors."""
     return _validate_spec(registry, kind, spec, path, errors)[0]
 
 

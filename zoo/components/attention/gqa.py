@@ -14,7 +14,7 @@ from pydantic import Field
 from torch import nn
 
 from zoo.components.kernels import Kernel, sdpa
-from zoo.config import BuildContext, ComponentConfig, Spec
+from zoo.config import BuildContext, ComponentConfig, Nested, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.init import residual_output
 from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
@@ -184,7 +184,7 @@ class AttentionConfig(ComponentConfig):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights (training).")
     scale: float | None = Field(None, gt=0, description="Score scale; default 1/sqrt(head_dim) (T5: 1.0).")
     softcap: float | None = Field(None, gt=0, description="Cap scores at ±softcap with tanh (Gemma 2: 50).")
-    qk_norm: Annotated[dict[str, Any] | str | None, Spec("norm")] = Field(
+    qk_norm: Annotated[Nested | None, Spec("norm")] = Field(
         None, description="Normalise queries and keys with this norm (Qwen3, Gemma 3: rmsnorm); none by default."
     )
     qk_norm_scope: Literal["head", "projection"] = Field(
@@ -196,12 +196,12 @@ class AttentionConfig(ComponentConfig):
         description="Sliding window: each query sees the `window` most recent keys, itself included (Mistral 7B: "
         "4096), and decoding caches only those; default every key.",
     )
-    rotary: Annotated[dict[str, Any] | str | None, Spec("positional")] = Field(
+    rotary: Annotated[Nested | None, Spec("positional")] = Field(
         None,
         description="This layer's own rotary encoding instead of the stack's rope (Gemma 3's local layers: "
         "{type: rope, theta: 10000.0}); default the stack's.",
     )
-    position_bias: Annotated[dict[str, Any] | str | None, Spec("positional")] = Field(
+    position_bias: Annotated[Nested | None, Spec("positional")] = Field(
         None,
         description="This layer's own score-bias encoding, replacing the stack's bias (UMT5: {type: t5_relative} in "
         "every layer); default the stack's.",
@@ -252,11 +252,8 @@ class AttentionConfig(ComponentConfig):
 
     def _position_bias_problems(self, ctx: BuildContext) -> list[str]:
         """Why ``position_bias`` cannot bias this attention's scores: not a score-bias encoding, or its own check."""
-        from zoo.plugins import get_registry
-        from zoo.recipe import validate_spec
-
-        config = validate_spec(get_registry(), "positional", self.position_bias, "position_bias", [])
-        if config is None:
+        config = self.position_bias
+        if not isinstance(config, ComponentConfig):
             return []  # an invalid spec: validating the recipe has said why
         if getattr(type(config), "style", None) != "bias":
             return [
@@ -267,11 +264,8 @@ class AttentionConfig(ComponentConfig):
     def _rotary_problems(self, ctx: BuildContext) -> list[str]:
         """Why ``rotary`` cannot replace the stack's rotation here: not a rotary encoding, a stack that does not
         rotate (its positional is not rope), or the encoding's own check at this attention's heads."""
-        from zoo.plugins import get_registry
-        from zoo.recipe import validate_spec
-
-        config = validate_spec(get_registry(), "positional", self.rotary, "rotary", [])
-        if config is None:
+        config = self.rotary
+        if not isinstance(config, ComponentConfig):
             return []  # an invalid spec: validating the recipe has said why
         problems = []
         if getattr(type(config), "style", None) != "rotate":

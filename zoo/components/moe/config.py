@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from zoo.config import BuildContext, ComponentConfig, Spec
+from zoo.config import BuildContext, ComponentConfig, Nested, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.recipe.limits import MAX_EXPERTS
 
@@ -19,10 +19,10 @@ class MoEConfig(ComponentConfig):
     type: Literal["moe"] = "moe"
     num_experts: int = Field(ge=1, le=MAX_EXPERTS, description="Number of routed experts.")
     top_k: int = Field(ge=1, le=MAX_EXPERTS, description="Experts each token is sent to.")
-    expert: Annotated[dict[str, Any], Spec("ffn")] = Field(
+    expert: Annotated[Nested, Spec("ffn")] = Field(
         default_factory=lambda: {"type": "swiglu"}, description="FFN spec of every routed expert."
     )
-    shared_expert: Annotated[dict[str, Any] | None, Spec("ffn")] = Field(
+    shared_expert: Annotated[Nested | None, Spec("ffn")] = Field(
         None, description="FFN spec of an expert applied to every token; none by default."
     )
     aux_loss_coef: float = Field(0.01, ge=0.0, description="Coefficient of the load-balancing loss.")
