@@ -1,4 +1,4 @@
-"""``MoEConfig``: the recipe options of the ``moe`` FFN, their checks and its declared cost."""
+"""``MoEConfig``: the recipe options of the ``moe`` FFN, their checks, its declared cost and its label."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from pydantic import Field, model_validator
 
 from zoo.config import BuildContext, ComponentConfig, Spec
 from zoo.cost import Cost, nested_cost
+from zoo.errors import RecipeError
+from zoo.label import SKIP_OPTIONS, Label, options, widths, wrap
 from zoo.recipe.limits import MAX_EXPERTS
 
+from .experts import GroupedExperts
 from .layer import check_groups, check_top_k
 
 
@@ -99,3 +102,34 @@ class MoEConfig(ComponentConfig):
             matmul=router + K * expert.matmul + shared.matmul,
             acts=E + X + K * expert.acts + shared.acts,
         )
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """The router, the routed expert and any shared expert (each by its name and widths), and a row of the
+        experts with the top-k filled."""
+        E, X, K = ctx.d_model, self.num_experts, self.top_k
+        expert = _expert_config(self.expert)
+        if isinstance(module.experts, GroupedExperts):  # stacked: the hidden width is the stacked tensors'
+            activation = getattr(expert, "activation", None)
+            expert_widths = f"{E} → {module.experts.hidden} → {E}"
+            expert_widths += f", {activation}" if isinstance(activation, str) else ""
+        else:
+            expert_widths = widths(expert, ctx, module.experts[0])
+        lines = [f"router: top-{K} of {X} experts", f"expert: {expert.type} {expert_widths}"]
+        if self.shared_expert is not None:
+            shared = _expert_config(self.shared_expert)
+            lines.append(f"+ shared expert: {shared.type} {widths(shared, ctx, module.shared_expert)}")
+        skip = SKIP_OPTIONS | {"num_experts", "top_k", "expert", "shared_expert", "aux_loss_coef"}
+        lines += wrap(options(self, skip))
+        return Label("ffn", f"Mixture of experts · {self.type}", lines, experts=(X, K))
+
+
+def _expert_config(spec: dict[str, Any]) -> ComponentConfig:
+    """The config of a nested FFN spec, validated as the builder validates it."""
+    from zoo.plugins import get_registry
+    from zoo.recipe import validate_spec
+
+    errors: list[tuple[str, str]] = []
+    config = validate_spec(get_registry(), "ffn", spec, "expert", errors)
+    if config is None:
+        raise RecipeError(errors)
+    return config
