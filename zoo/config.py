@@ -9,8 +9,9 @@ it: ``build()`` at the component's own width, ``build(width)`` at another (a nor
 
 A config owns everything said about its component: its fields (the recipe keys), ``check(ctx)`` (the rules
 that need the model around it), ``cost(ctx)`` (its parameters, work, cache and activations, see
-``zoo.cost``), ``arguments()`` (how fields become the factory's keywords) and ``examples`` (the options
-the contract tests of ``zoo.testing`` build it with).
+``zoo.cost``), ``label(...)`` (what its box in ``zoo draw`` says, see ``zoo.label``), ``arguments()`` (how
+fields become the factory's keywords) and ``examples`` (the options the contract tests of ``zoo.testing`` build
+it with).
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, SerializeAsAny, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .label import default_label
+
 if TYPE_CHECKING:
     from .cost import Cost
+    from .label import Label
 
 
 POSITIONAL_STYLES: frozenset[str] = frozenset({"none", "embed", "rotate", "bias"})
@@ -133,6 +137,16 @@ class ComponentConfig(StrictNumbers):
     def cost(self, ctx: BuildContext) -> Cost | None:
         """What the component costs at ``ctx`` (see ``zoo.cost``); None: not declared (summaries say so)."""
         return None
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label | None:
+        """What this component's box in ``zoo draw`` says (see ``zoo.label``); None: no box of its own.
+
+        ``kind`` is the kind it was built as, ``module`` the component as built at ``ctx`` (on the meta device)
+        and ``note`` what the stack's positional encoding says inside a self-attention. The default draws it by
+        its kind, its name and the options its recipe sets (``zoo.label.default_label``); override it to say
+        more, as ``cost`` is overridden.
+        """
+        return default_label(self, kind, ctx, module, note=note)
 
     def arguments(self) -> dict[str, Any]:
         """The factory's keyword arguments: every field but ``type``. Override to translate a field."""

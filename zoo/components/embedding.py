@@ -12,6 +12,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.label import Label
 from zoo.recipe.limits import MAX_WIDTH
 
 
@@ -145,6 +146,15 @@ class TokenEmbeddingConfig(ComponentConfig):
         P = self.proj_dim
         return Cost(params=ctx.vocab_size * P + P * E + ctx.type_vocab_size * E, matmul=P * E, acts=P)
 
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        E, proj = ctx.d_model, self.proj_dim
+        lines = [f"{ctx.vocab_size} × {E}" if proj is None else f"{ctx.vocab_size} × {proj}, linear {proj} → {E}"]
+        if ctx.type_vocab_size:
+            lines.append(f"+ segment embedding {ctx.type_vocab_size} × {E}")
+        if self.scale:
+            lines.append("scaled by √d_model")
+        return Label("embedding", "Token embedding", lines)
+
 
 class PatchEmbeddingConfig(ComponentConfig):
     type: Literal["patch"] = "patch"
@@ -172,6 +182,11 @@ class PatchEmbeddingConfig(ComponentConfig):
         if self.distillation_token and not self.cls_token:
             return ["distillation_token follows the [CLS] token (DeiT): set cls_token: true"]
         return []
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        P, E = ctx.patch_size, ctx.d_model
+        patches = f"{module.num_patches} patches" + (" + [CLS]" if self.cls_token else "")
+        return Label("embedding", "Patch embedding", [f"{P} × {P} patches → {E}", patches])
 
 
 @hookimpl

@@ -29,6 +29,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
+from zoo.label import Label, attention_label
 from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
 
 from .kernels import Kernel, sdpa
@@ -253,6 +254,10 @@ class MLAConfig(ComponentConfig):
             cache_width=R + Dr,  # the latent and the one rotary key, not per-head K and V
             acts=E + 2 * (Rq or 0) + H * qk + (R + Dr) + R + H * (Dn + Dv) + H * qk + H * Dv,
         )
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """Its heads and the head width its rotary encoding works on, then the latent widths as options."""
+        return attention_label(self, ctx, note=note, heads=self.num_heads)
 
 
 @hookimpl

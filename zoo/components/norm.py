@@ -12,6 +12,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.label import Label
 
 
 class LayerNorm(nn.Module):
@@ -89,6 +90,9 @@ class LayerNormConfig(ComponentConfig):
         per_feature = (2 if self.bias else 1) if self.affine else 0
         return Cost(params=per_feature * ctx.d_model, acts=ctx.d_model)
 
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        return Label("norm", "LayerNorm")
+
 
 class RMSNormConfig(ComponentConfig):
     type: Literal["rmsnorm"] = "rmsnorm"
@@ -108,6 +112,9 @@ class RMSNormConfig(ComponentConfig):
 
     def cost(self, ctx: BuildContext) -> Cost:
         return Cost(params=ctx.d_model if self.affine else 0, acts=ctx.d_model)
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        return Label("norm", "RMSNorm")
 
 
 @hookimpl

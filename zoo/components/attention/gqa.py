@@ -17,6 +17,7 @@ from zoo.components.kernels import Kernel, sdpa
 from zoo.config import BuildContext, ComponentConfig, Nested, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.init import residual_output
+from zoo.label import Label, attention_label
 from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
 
@@ -308,6 +309,10 @@ class AttentionConfig(ComponentConfig):
             window=None if ctx.cross else self.window,  # caps the keys scored and cached per query
             acts=E + 2 * H * D + 2 * Hkv * D + norm_acts,  # input, q, k, v, attention output (and normed q, k)
         )
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """Its query heads, the key/value heads that serve them (when fewer) and its head width."""
+        return attention_label(self, ctx, note=note, heads=self.num_heads, kv_heads=self.num_kv_heads)
 
 
 class MHAConfig(AttentionConfig):

@@ -17,6 +17,7 @@ from zoo.components.kernels import Kernel, sdpa
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
+from zoo.label import Label, attention_label
 from zoo.recipe.limits import MAX_EXPERTS, MAX_HEAD_DIM
 
 from .base import _Attention, _indivisible, _resolve_head_dim
@@ -174,3 +175,7 @@ class MoAConfig(ComponentConfig):
             kv_width=D,
             acts=E + X + 2 * X * D + 2 * K * D + 2 * D,
         )
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """Its heads as a token sees them (one per chosen expert), the one key/value head and its head width."""
+        return attention_label(self, ctx, note=note, heads=self.num_heads, kv_heads=self.num_kv_heads)

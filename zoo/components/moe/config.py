@@ -1,4 +1,4 @@
-"""``MoEConfig``: the recipe options of the ``moe`` FFN, their checks and its declared cost."""
+"""``MoEConfig``: the recipe options of the ``moe`` FFN, their checks, its declared cost and its label."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from zoo.config import BuildContext, ComponentConfig, Nested, Spec
+from zoo.config import BuildContext, ComponentConfig, Nested, Spec, nested_config
 from zoo.cost import Cost, nested_cost
+from zoo.label import SKIP_OPTIONS, Label, options, widths, wrap
 from zoo.recipe.limits import MAX_EXPERTS
 
+from .experts import GroupedExperts
 from .layer import check_groups, check_top_k
 
 
@@ -99,3 +101,22 @@ class MoEConfig(ComponentConfig):
             matmul=router + K * expert.matmul + shared.matmul,
             acts=E + X + K * expert.acts + shared.acts,
         )
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """The router, the routed expert and any shared expert (each by its name and widths), and a row of the
+        experts with the top-k filled."""
+        E, X, K = ctx.d_model, self.num_experts, self.top_k
+        expert = nested_config(self, "expert")
+        if isinstance(module.experts, GroupedExperts):  # stacked: the hidden width is the stacked tensors'
+            activation = getattr(expert, "activation", None)
+            expert_widths = f"{E} → {module.experts.hidden} → {E}"
+            expert_widths += f", {activation}" if isinstance(activation, str) else ""
+        else:
+            expert_widths = widths(expert, ctx, module.experts[0])
+        lines = [f"router: top-{K} of {X} experts", f"expert: {expert.type} {expert_widths}"]
+        if self.shared_expert is not None:
+            shared = nested_config(self, "shared_expert")
+            lines.append(f"+ shared expert: {shared.type} {widths(shared, ctx, module.shared_expert)}")
+        skip = SKIP_OPTIONS | {"num_experts", "top_k", "expert", "shared_expert", "aux_loss_coef"}
+        lines += wrap(options(self, skip))
+        return Label("ffn", f"Mixture of experts · {self.type}", lines, experts=(X, K))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
+
+from zoo.config import BuildContext
+from zoo.label import Label
 
 from .base import PositionalConfig, PositionalEncoding
 
@@ -50,3 +53,7 @@ class ALiBi(PositionalEncoding):
 class ALiBiConfig(PositionalConfig):
     type: Literal["alibi"] = "alibi"
     style: ClassVar[str] = "bias"
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """Shown inside every self-attention."""
+        return Label("positional", "ALiBi position bias")

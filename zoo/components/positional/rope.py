@@ -9,6 +9,7 @@ import torch
 from pydantic import Field, model_validator
 
 from zoo.config import BuildContext
+from zoo.label import Label, number
 from zoo.recipe.limits import MAX_POSITIONS
 
 from .base import PositionalConfig, PositionalEncoding, inverse_frequencies
@@ -237,3 +238,12 @@ class RopeConfig(PositionalConfig):
     def check(self, ctx: BuildContext) -> list[str]:
         problem = rotary_problem(ctx.head_dim, self.rotary_fraction)
         return [problem] if problem else []
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """Shown inside every self-attention: θ, the share of head dims rotated, the long-context scaling."""
+        words = [f"RoPE θ={number(self.theta)}"]
+        if self.rotary_fraction < 1:
+            words.append(f"on {self.rotary_fraction:g} of dims")
+        if self.scaling != "none":
+            words.append(f"{self.scaling} scaling ×{number(self.scaling_factor)}")
+        return Label("positional", ", ".join(words))

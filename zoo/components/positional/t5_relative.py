@@ -11,6 +11,7 @@ from torch import nn
 
 from zoo.config import BuildContext
 from zoo.cost import Cost
+from zoo.label import Label
 from zoo.recipe.limits import MAX_POSITIONS
 
 from .base import PositionalConfig, PositionalEncoding
@@ -116,3 +117,7 @@ class T5RelativeConfig(PositionalConfig):
 
     def cost(self, ctx: BuildContext) -> Cost:
         return Cost(params=self.num_buckets * ctx.num_heads)
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """Shown inside every self-attention."""
+        return Label("positional", f"T5 relative bias: {self.num_buckets} buckets, max distance {self.max_distance}")

@@ -31,6 +31,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
+from zoo.label import Label, attention_label
 from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
 
 __all__ = ["MultiScaleRetention", "RetentionConfig", "RetentionState", "retention", "retention_decays"]
@@ -258,3 +259,7 @@ class RetentionConfig(ComponentConfig):
             state=qk * self.value_factor * self.head_dim_for(E),  # H · D · Dv
             acts=E + 2 * qk + 3 * vg,
         )
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """Its heads, each with its own decay, and its head width."""
+        return attention_label(self, ctx, note=note, heads=self.num_heads)
