@@ -20,6 +20,9 @@ from zoo.components.attention import (
     MQAConfig,
     MultiHeadAttention,
     MultiQueryAttention,
+    ProjectionBiases,
+    QKNorm,
+    SlidingWindow,
     causal_mask,
     sliding_window_mask,
 )
@@ -28,7 +31,7 @@ from zoo.config import BuildContext
 E = 16  # d_model of every test module
 VARIANTS = {
     "mha": lambda **kw: MultiHeadAttention(E, num_heads=4, **kw),
-    "gqa": lambda **kw: GroupedQueryAttention(E, num_heads=4, num_kv_heads=2, **kw),
+    "gqa": lambda **kw: GroupedQueryAttention.from_options(E, num_heads=4, num_kv_heads=2, **kw),
     "mqa": lambda **kw: MultiQueryAttention(E, num_heads=4, **kw),
     "moa": lambda **kw: MixtureOfAttentionHeads(E, num_experts=4, top_k=2, **kw),
 }
@@ -368,7 +371,7 @@ class TestQueryKeyNorm:
         from zoo.components.norm import RMSNorm
 
         torch.manual_seed(0)
-        attn = GroupedQueryAttention(E, num_heads=4, num_kv_heads=2, qk_norm=RMSNorm, qk_norm_scope=scope).eval()
+        attn = GroupedQueryAttention(E, num_heads=4, num_kv_heads=2, qk_norm=QKNorm(RMSNorm, scope)).eval()
         for norm in (attn.q_norm, attn.k_norm):
             norm.weight.normal_()  # not the identity scale, so the test sees which features it normalises
         x = torch.randn(2, 5, E)
@@ -464,7 +467,9 @@ class TestSlidingWindow:
 
     def test_window_below_one_is_refused(self):
         with pytest.raises(ValueError, match=r"window \(0\) must be >= 1"):
-            GroupedQueryAttention(E, num_heads=4, window=0)
+            GroupedQueryAttention(E, num_heads=4, key_mask=SlidingWindow(0))
+        with pytest.raises(ValueError, match=r"window \(0\) must be >= 1"):
+            GroupedQueryAttention.from_options(E, num_heads=4, window=0)
         with pytest.raises(pydantic.ValidationError, match="greater than or equal to 1"):
             GQAConfig(num_heads=4, num_kv_heads=2, window=0)
 
@@ -556,3 +561,52 @@ class TestOwnRotary:
         odd = r"rotary: rope rotates 5 of 16 head dims"
         with pytest.raises(zoo.RecipeError, match=odd):
             zoo.load_recipe("llama-tiny", attention={**attention, "rotary": {"type": "rope", "rotary_fraction": 0.3}})
+
+
+class TestSeams:
+    """The constructor takes one argument per seam; a recipe's flat options become the same module."""
+
+    @torch.no_grad()
+    def test_flat_options_and_seams_build_the_same_attention(self):
+        from zoo.components.norm import RMSNorm
+
+        torch.manual_seed(0)
+        flat = GroupedQueryAttention.from_options(
+            E, num_heads=4, num_kv_heads=2, bias=False, o_bias=True, qk_norm=RMSNorm, window=3, causal=True
+        ).eval()
+        seams = GroupedQueryAttention(
+            E,
+            num_heads=4,
+            num_kv_heads=2,
+            bias=ProjectionBiases(q=False, k=False, v=False, o=True),
+            qk_norm=QKNorm(RMSNorm),
+            key_mask=SlidingWindow(3),
+            causal=True,
+        ).eval()
+        assert flat.state_dict().keys() == seams.state_dict().keys()
+        seams.load_state_dict(flat.state_dict())
+        x = torch.randn(2, 7, E)
+        torch.testing.assert_close(seams(x), flat(x), rtol=0, atol=0)
+        assert flat.q_proj.bias is None and flat.o_proj.bias is not None
+        assert isinstance(flat.new_cache(2, 16), RollingKVCache) and flat.window == 3
+
+    def test_the_constructor_groups_its_options(self):
+        import inspect
+
+        names = [n for n in inspect.signature(GroupedQueryAttention).parameters if n not in ("device", "dtype")]
+        assert names == [
+            "d_model",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "bias",
+            "qk_norm",
+            "positions",
+            "key_mask",
+            "kernel",
+            "scale",
+            "softcap",
+            "dropout",
+            "causal",
+            "cross",
+        ]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import zoo
-from zoo.components.attention import GroupedQueryAttention
+from zoo.components.attention import GroupedQueryAttention, LayerPositions
 from zoo.components.embedding import PatchEmbedding
 from zoo.components.heads import ClassificationHead, LMHead
 from zoo.components.positional import SinusoidalEncoding, T5RelativeBias, fairseq_sinusoid_table
@@ -19,8 +19,8 @@ T5_TINY = {"extends": "t5-tiny", "vocab_size": 61, "d_model": 32, "max_len": 16,
 
 def test_a_layer_position_bias_replaces_the_stack_bias_and_cross_attention_has_none():
     own = lambda: T5RelativeBias(16, num_heads=2, num_buckets=8, max_distance=16)  # noqa: E731
-    attention = GroupedQueryAttention(16, num_heads=2, bias=False, position_bias=own)
-    cross = GroupedQueryAttention(16, num_heads=2, bias=False, position_bias=own, cross=True)
+    attention = GroupedQueryAttention(16, num_heads=2, bias=False, positions=LayerPositions(score_bias=own))
+    cross = GroupedQueryAttention(16, num_heads=2, bias=False, positions=LayerPositions(score_bias=own), cross=True)
     assert isinstance(attention.position_bias, T5RelativeBias) and cross.position_bias is None
     stack_bias = T5RelativeBias(16, num_heads=2, num_buckets=8, max_distance=16)
     x = torch.randn(2, 5, 16)

@@ -30,7 +30,7 @@ def mistral(window: int = 4, **overrides) -> torch.nn.Module:
 def pair(window: int, causal: bool = True) -> tuple[SlidingWindowAttention, GroupedQueryAttention]:
     """A sliding-window attention and a gqa with the same weights."""
     torch.manual_seed(0)
-    local = SlidingWindowAttention(E, window=window, num_heads=H, num_kv_heads=HKV, causal=causal).eval()
+    local = SlidingWindowAttention.from_options(E, window=window, num_heads=H, num_kv_heads=HKV, causal=causal).eval()
     full = GroupedQueryAttention(E, num_heads=H, num_kv_heads=HKV, causal=causal).eval()
     full.load_state_dict(local.state_dict())
     return local, full

@@ -36,12 +36,23 @@ from .gqa import (
     AttentionConfig,
     GQAConfig,
     GroupedQueryAttention,
+    LayerPositions,
     MHAConfig,
     MQAConfig,
     MultiHeadAttention,
     MultiQueryAttention,
+    ProjectionBiases,
+    QKNorm,
 )
-from .masks import block_sparse_mask, causal_mask, random_block_choice, sliding_window_mask
+from .masks import (
+    BlockSparse,
+    KeyMask,
+    SlidingWindow,
+    block_sparse_mask,
+    causal_mask,
+    random_block_choice,
+    sliding_window_mask,
+)
 from .moa import MixtureOfAttentionHeads, MoAConfig
 
 __all__ = [
@@ -49,6 +60,12 @@ __all__ = [
     "sliding_window_mask",
     "block_sparse_mask",
     "random_block_choice",
+    "BlockSparse",
+    "KeyMask",
+    "LayerPositions",
+    "ProjectionBiases",
+    "QKNorm",
+    "SlidingWindow",
     "MultiHeadAttention",
     "GroupedQueryAttention",
     "MultiQueryAttention",
@@ -65,6 +82,7 @@ __all__ = [
 @hookimpl
 def register_components(register):
     register("attention", "mha", MultiHeadAttention, MHAConfig)
-    register("attention", "gqa", GroupedQueryAttention, GQAConfig)
+    gqa = "Grouped-query attention: H query heads share Hkv key/value heads (H = Hkv is MHA, Hkv = 1 MQA)."
+    register("attention", "gqa", GroupedQueryAttention.from_options, GQAConfig, description=gqa)
     register("attention", "mqa", MultiQueryAttention, MQAConfig)
     register("attention", "moa", MixtureOfAttentionHeads, MoAConfig)

@@ -12,7 +12,7 @@ from torch import nn
 from zoo.cache import CrossKVCache, KVCache, RollingKVCache
 from zoo.components.kernels import Kernel, sdpa
 
-from .masks import block_sparse_mask, sliding_window_mask
+from .masks import KeyMask
 
 
 def _indivisible(d_model: int, heads: int, name: str) -> str:
@@ -39,34 +39,33 @@ class _Attention(nn.Module):
     def __init__(
         self,
         *,
-        dropout: float,
-        scale: float | None,
-        causal: bool,
-        cross: bool,
-        softcap: float | None = None,
-        window: int | None = None,
         kernel: Kernel = sdpa,
+        scale: float | None = None,
+        softcap: float | None = None,
+        dropout: float = 0.0,
+        key_mask: KeyMask | None = None,
+        causal: bool = False,
+        cross: bool = False,
     ) -> None:
         super().__init__()
-        if window is not None and window < 1:
-            raise ValueError(f"window ({window}) must be >= 1, or None for no window")
-        self.kernel = kernel  # computes softmax(q·k) v: zoo.components.kernels, swapped by zoo.use_kernel
-        self.dropout = dropout
+        # The kernel seam: what computes softmax(q·k) v (zoo.components.kernels, swapped by zoo.use_kernel).
+        self.kernel = kernel
         self.scale = scale
         self.softcap = softcap
+        self.dropout = dropout
         self.cross = cross
         self.causal = causal and not cross  # cross-attention always sees the whole encoder output
-        self.window = None if cross else window  # cross-attention sees the whole encoder output, windowless
-        self.lookahead = 0 if self.causal else (window or 1) - 1  # keys after the query a window admits
+        # The mask seam: the keys a query sees (cross-attention: the whole encoder output), and the cache it sizes.
+        self.pattern = None if cross else key_mask
+        self.window = None if self.pattern is None else self.pattern.window
         self.q_norm: nn.Module | None = None  # query/key norms, where a variant has them
         self.k_norm: nn.Module | None = None
         self.qk_norm_scope = "head"
         self.rotary: nn.Module | None = None  # this layer's own rotary encoding, instead of the stack's
         self.position_bias: nn.Module | None = None  # this layer's own score bias, instead of the stack's (UMT5)
-        # Only a window or a subclass that overrides key_mask pays for the index tensors a key mask needs.
+        # Only a pattern or a subclass that overrides key_mask pays for the index tensors a key mask needs.
         overridden = type(self).key_mask is not _Attention.key_mask
-        self.masks_keys = (overridden or self.window is not None) and not cross
-        self.sparse_blocks: tuple[int, int, int] | None = None  # BigBird: (block size, random blocks, seed)
+        self.masks_keys = (overridden or self.pattern is not None) and not cross
 
     def new_cache(self, batch_size: int, max_len: int) -> KVCache | RollingKVCache | CrossKVCache:
         """This layer's decoding cache: a rolling buffer of the window with one, else every position. (Buffers
@@ -80,17 +79,12 @@ class _Attention(nn.Module):
         """The keys each query may see beyond padding and causality: ``(L, S)`` bool, True = may attend.
 
         ``query_index`` (L,) and ``key_index`` (S,) are sequence indices (not positions: left padding does
-        not shift them). The default sees every key, or with a ``window`` the ``window`` most recent ones
-        (in a bidirectional stack: keys less than ``window`` away on either side). A subclass that
-        overrides this (local/global layers, block-sparse patterns) changes nothing else: causality is
-        still applied on top, and decoding passes the indices of the keys its cache returns.
-        With ``sparse_blocks`` it is BigBird's block-sparse pattern (:func:`block_sparse_mask`).
+        not shift them). The default is the attention's ``key_mask`` pattern (``masks.SlidingWindow``,
+        ``masks.BlockSparse``), or every key without one. A subclass that overrides this (local/global layers)
+        changes nothing else: causality is still applied on top, and decoding passes the indices of the keys
+        its cache returns.
         """
-        if self.sparse_blocks is not None:
-            return block_sparse_mask(query_index, key_index, *self.sparse_blocks)
-        if self.window is None:
-            return None
-        return sliding_window_mask(query_index, key_index, self.window, self.lookahead)
+        return None if self.pattern is None else self.pattern(query_index, key_index, self.causal)
 
     def _heads(self, proj: nn.Module, x: torch.Tensor, heads: int, norm: nn.Module | None = None) -> torch.Tensor:
         """``proj(x)`` split into heads, ``(N, S, E) -> (N, heads, S, D)``, normalised per head or as a whole."""

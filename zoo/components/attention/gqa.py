@@ -6,7 +6,7 @@ Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, ClassVar, Literal
 
 import torch
@@ -22,49 +22,119 @@ from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
 
 from .base import _Attention, _indivisible, _resolve_head_dim
+from .masks import BlockSparse, KeyMask, SlidingWindow
+
+
+@dataclass(frozen=True)
+class ProjectionBiases:
+    """The projections seam: which of the q, k, v and o projections learn a bias (Qwen2: q, k, v but not o)."""
+
+    q: bool = True
+    k: bool = True
+    v: bool = True
+    o: bool = True
+
+
+@dataclass(frozen=True)
+class QKNorm:
+    """The q/k norm seam: ``build(width)`` makes the queries' norm and the keys', applied before positions rotate
+    them, over each head's ``head_dim`` features (``scope="head"``: Qwen3) or a projection's (OLMo 2)."""
+
+    build: Callable[[int], nn.Module]
+    scope: Literal["head", "projection"] = "head"
+
+
+@dataclass(frozen=True)
+class LayerPositions:
+    """The positions seam: encodings of this layer's own, each replacing the stack's ``pos``: a rotary encoding
+    (Gemma 3's local layers) and a score bias (UMT5's buckets in every layer); ``build()`` makes each."""
+
+    rotary: Callable[[], nn.Module] | None = None
+    score_bias: Callable[[], nn.Module] | None = None
 
 
 class GroupedQueryAttention(_Attention):
     """Grouped-query attention: H query heads share Hkv key/value heads (H = Hkv is MHA, Hkv = 1 MQA).
 
-    The one softmax attention of zoo; every option defaults to the identity, so each family switches on
-    only what it needs: biases per projection (Qwen2: q/k/v but not o), a score soft-cap (Gemma 2), a
-    score scale (T5: 1.0), query/key norms (Qwen3, OLMo 2), a sliding window (Mistral), a rotary encoding
-    of its own (Gemma 3's local layers), and through :meth:`key_mask` any pattern of visible keys (a
-    subclass).
+    The one softmax attention of zoo. Its options come in seams, each defaulting to the identity, so each family
+    switches on only what it needs: the projections' biases, q/k norms (Qwen3, OLMo 2), positions of the layer's
+    own (Gemma 3's local rotary, UMT5's bias), the keys a query sees (a sliding window, BigBird's blocks; through
+    :meth:`key_mask` any pattern, in a subclass), the kernel and its scale, soft-cap (Gemma 2) and dropout, and
+    the cache (sized by the key mask's window). A recipe's flat options become these seams in
+    :meth:`from_options`, the registered factory.
 
     Args:
         d_model: width E of the input and output.
         num_heads: query heads H.
         num_kv_heads: key/value heads Hkv, dividing ``num_heads``; None means ``num_heads``.
         head_dim: features per head D; None means ``d_model // num_heads``.
-        bias: learn biases in the four projections; ``q_bias`` ... ``o_bias`` override it per projection.
-        dropout: dropout on the attention weights, in training only.
+        bias: a bias in every projection (True), none (False), or per projection (:class:`ProjectionBiases`).
+        qk_norm: normalise queries and keys (:class:`QKNorm`); None: not.
+        positions: this layer's own encodings (:class:`LayerPositions`); by default the stack's ``pos``.
+        key_mask: the keys each query sees beyond padding and causality (``masks.SlidingWindow``,
+            ``masks.BlockSparse``), whose ``window`` sizes the decoding cache (a rolling buffer); None: every key.
+        kernel: computes the attention from q, k, v (``zoo.components.kernels``); ``zoo.use_kernel`` swaps it.
         scale: score scale; None means ``1 / sqrt(head_dim)``.
         softcap: scores become ``softcap * tanh(scores / softcap)`` before masking; None: no cap.
-        qk_norm: builds a norm at a given width (``qk_norm(width)``) for the queries and one for the keys,
-            applied before positions rotate them; None: none.
-        qk_norm_scope: ``head`` normalises each head's ``head_dim`` features, ``projection`` all of a
-            projection's features at once.
-        window: each query sees the ``window`` most recent keys, itself included (bidirectional: keys less
-            than ``window`` away), and decoding keeps a rolling cache of the window; None: every key.
-        rotary: builds this layer's rotary encoding (``rotary()``), which rotates q and k instead of the
-            stack's ``pos``; None: the stack's.
-        sparse_block_size, random_blocks, random_seed: BigBird's block-sparse attention
-            (:func:`block_sparse_mask`); None: every key.
-        position_bias: builds this layer's score-bias encoding (``position_bias()``: UMT5's relative buckets in
-            every layer), whose bias replaces the stack's ``pos`` bias; None: the stack's.
-        kernel: computes the attention from q, k, v (``zoo.components.kernels``); ``zoo.use_kernel`` swaps it.
+        dropout: dropout on the attention weights, in training only.
         causal: self-attention of a decoder: a position sees itself and earlier ones only.
-        cross: keys and values come from ``context`` (the encoder output) instead of ``x``.
+        cross: keys and values come from ``context`` (the encoder output) instead of ``x``; no key mask, no
+            positions of its own.
 
     Raises:
         ValueError: ``num_heads`` not divisible by ``num_kv_heads``, or ``d_model`` by ``num_heads``
-            when ``head_dim`` is not given, or ``window`` < 1.
+            when ``head_dim`` is not given, or a window < 1.
     """
 
     def __init__(
         self,
+        d_model: int,
+        *,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        bias: bool | ProjectionBiases = True,
+        qk_norm: QKNorm | None = None,
+        positions: LayerPositions = LayerPositions(),
+        key_mask: KeyMask | None = None,
+        kernel: Kernel = sdpa,
+        scale: float | None = None,
+        softcap: float | None = None,
+        dropout: float = 0.0,
+        causal: bool = False,
+        cross: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            kernel=kernel, scale=scale, softcap=softcap, dropout=dropout, key_mask=key_mask, causal=causal, cross=cross
+        )
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = _resolve_head_dim(d_model, num_heads, head_dim, "num_heads")
+        factory = {"device": device, "dtype": dtype}
+        q_dim, kv_dim = num_heads * self.head_dim, num_kv_heads * self.head_dim
+        on = ProjectionBiases(bias, bias, bias, bias) if isinstance(bias, bool) else bias
+        self.q_proj = nn.Linear(d_model, q_dim, bias=on.q, **factory)
+        self.k_proj = nn.Linear(d_model, kv_dim, bias=on.k, **factory)
+        self.v_proj = nn.Linear(d_model, kv_dim, bias=on.v, **factory)
+        self.o_proj = residual_output(nn.Linear(q_dim, d_model, bias=on.o, **factory))
+        if qk_norm is not None:
+            self.qk_norm_scope = qk_norm.scope
+            per_head = qk_norm.scope == "head"
+            self.q_norm = qk_norm.build(self.head_dim if per_head else q_dim)
+            self.k_norm = qk_norm.build(self.head_dim if per_head else kv_dim)
+        if positions.rotary is not None and not self.cross:  # cross-attention rotates nothing
+            self.rotary = positions.rotary()
+        if positions.score_bias is not None and not self.cross:  # nor biases its scores by position
+            self.position_bias = positions.score_bias()
+
+    @classmethod
+    def from_options(
+        cls,
         d_model: int,
         *,
         num_heads: int,
@@ -75,54 +145,50 @@ class GroupedQueryAttention(_Attention):
         k_bias: bool | None = None,
         v_bias: bool | None = None,
         o_bias: bool | None = None,
-        dropout: float = 0.0,
-        scale: float | None = None,
-        softcap: float | None = None,
         qk_norm: Callable[[int], nn.Module] | None = None,
         qk_norm_scope: Literal["head", "projection"] = "head",
-        window: int | None = None,
         rotary: Callable[[], nn.Module] | None = None,
         position_bias: Callable[[], nn.Module] | None = None,
+        window: int | None = None,
         sparse_block_size: int | None = None,
         random_blocks: int = 0,
         random_seed: int = 0,
         kernel: Kernel = sdpa,
+        scale: float | None = None,
+        softcap: float | None = None,
+        dropout: float = 0.0,
         causal: bool = False,
         cross: bool = False,
         device=None,
         dtype=None,
-    ) -> None:
-        super().__init__(
-            dropout=dropout, scale=scale, causal=causal, cross=cross, softcap=softcap, window=window, kernel=kernel
+    ) -> GroupedQueryAttention:
+        """The attention of a recipe's flat options (the fields of ``AttentionConfig``, nested specs as builders),
+        grouped into the seams of the constructor: the registered factory of ``gqa``, ``mha`` and ``mqa``."""
+        own = (q_bias, k_bias, v_bias, o_bias)
+        biases = ProjectionBiases(*(bias if b is None else b for b in own))
+        key_mask = None
+        if window is not None:
+            key_mask = SlidingWindow(window)
+        elif sparse_block_size is not None:
+            key_mask = BlockSparse(sparse_block_size, random_blocks, random_seed)
+        return cls(
+            d_model,
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            head_dim=head_dim,
+            bias=biases,
+            qk_norm=None if qk_norm is None else QKNorm(qk_norm, qk_norm_scope),
+            positions=LayerPositions(rotary, position_bias),
+            key_mask=key_mask,
+            kernel=kernel,
+            scale=scale,
+            softcap=softcap,
+            dropout=dropout,
+            causal=causal,
+            cross=cross,
+            device=device,
+            dtype=dtype,
         )
-        if sparse_block_size is not None and not self.cross:  # BigBird's block-sparse pattern of keys
-            self.sparse_blocks = (sparse_block_size, random_blocks, random_seed)
-            self.masks_keys = True
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        if num_heads % num_kv_heads:
-            raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
-        self.num_heads = num_heads
-        self.num_kv_heads = num_kv_heads
-        self.head_dim = _resolve_head_dim(d_model, num_heads, head_dim, "num_heads")
-        factory = {"device": device, "dtype": dtype}
-        q_dim, kv_dim = num_heads * self.head_dim, num_kv_heads * self.head_dim
-        on = {
-            name: bias if own is None else own
-            for name, own in zip("qkvo", (q_bias, k_bias, v_bias, o_bias), strict=True)
-        }
-        self.q_proj = nn.Linear(d_model, q_dim, bias=on["q"], **factory)
-        self.k_proj = nn.Linear(d_model, kv_dim, bias=on["k"], **factory)
-        self.v_proj = nn.Linear(d_model, kv_dim, bias=on["v"], **factory)
-        self.o_proj = residual_output(nn.Linear(q_dim, d_model, bias=on["o"], **factory))
-        if qk_norm is not None:
-            self.qk_norm_scope = qk_norm_scope
-            per_head = qk_norm_scope == "head"
-            self.q_norm = qk_norm(self.head_dim if per_head else q_dim)
-            self.k_norm = qk_norm(self.head_dim if per_head else kv_dim)
-        if rotary is not None and not self.cross:  # cross-attention rotates nothing
-            self.rotary = rotary()
-        if position_bias is not None and not self.cross:  # nor biases its scores by position
-            self.position_bias = position_bias()
 
     def forward(
         self,
@@ -162,9 +228,11 @@ class GroupedQueryAttention(_Attention):
         )
 
 
-MultiHeadAttention = preset(GroupedQueryAttention, "Multi-head attention: every query head has its own K/V head.")
+MultiHeadAttention = preset(
+    GroupedQueryAttention.from_options, "Multi-head attention: every query head has its own K/V head."
+)
 MultiQueryAttention = preset(
-    GroupedQueryAttention,
+    GroupedQueryAttention.from_options,
     "Multi-query attention: all query heads share one K/V head (the smallest KV cache).",
     num_kv_heads=1,
 )

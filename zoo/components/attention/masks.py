@@ -3,11 +3,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
 import torch
 
 from zoo.components.kernels import causal_mask
 
-__all__ = ["block_sparse_mask", "causal_mask", "random_block_choice", "sliding_window_mask"]
+__all__ = [
+    "BlockSparse",
+    "KeyMask",
+    "SlidingWindow",
+    "block_sparse_mask",
+    "causal_mask",
+    "random_block_choice",
+    "sliding_window_mask",
+]
 
 
 def sliding_window_mask(
@@ -59,3 +70,43 @@ def block_sparse_mask(
     chosen = random_block_choice(num_blocks, random_blocks, seed, device=key_index.device)[q]  # (L, r)
     picked = (chosen[:, :, None] == k[None, None, :]).any(1)  # (L, S)
     return near | glob | picked
+
+
+class KeyMask(Protocol):
+    """An attention's pattern of visible keys beyond padding and causality (its mask seam).
+
+    Called with the sequence indices of the queries ``(L,)`` and keys ``(S,)`` and whether the attention is
+    causal, it gives ``(L, S)`` bool (True = may attend). ``window`` is the most keys a query sees, which sizes a
+    decoding cache (a rolling buffer), or None when a query may see any key."""
+
+    window: int | None
+
+    def __call__(self, query_index: torch.Tensor, key_index: torch.Tensor, causal: bool) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    """Each query sees the ``window`` most recent keys, itself included (Mistral); bidirectional, the keys less
+    than ``window`` away on either side (ModernBERT's local layers)."""
+
+    window: int
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ValueError(f"window ({self.window}) must be >= 1, or None for no window")
+
+    def __call__(self, query_index: torch.Tensor, key_index: torch.Tensor, causal: bool) -> torch.Tensor:
+        return sliding_window_mask(query_index, key_index, self.window, 0 if causal else self.window - 1)
+
+
+@dataclass(frozen=True)
+class BlockSparse:
+    """BigBird's block-sparse pattern (:func:`block_sparse_mask`); bidirectional, every key within reach."""
+
+    block_size: int
+    random_blocks: int = 0
+    seed: int = 0
+    window: ClassVar[None] = None
+
+    def __call__(self, query_index: torch.Tensor, key_index: torch.Tensor, causal: bool) -> torch.Tensor | None:
+        return block_sparse_mask(query_index, key_index, self.block_size, self.random_blocks, self.seed)

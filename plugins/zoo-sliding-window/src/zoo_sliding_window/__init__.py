@@ -22,7 +22,13 @@ RECIPES = Path(__file__).parent / "recipes"
 
 @zoo.hookimpl
 def register_components(register):
-    register("attention", "sliding_window", SlidingWindowAttention, SlidingWindowConfig)
+    register(
+        "attention",
+        "sliding_window",
+        SlidingWindowAttention.from_options,
+        SlidingWindowConfig,
+        description="Grouped-query attention over the ``window`` most recent keys (Mistral), with a rolling KV cache.",
+    )
 
 
 @zoo.hookimpl

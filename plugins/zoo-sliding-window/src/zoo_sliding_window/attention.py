@@ -37,23 +37,14 @@ __all__ = ["RollingKVCache", "SlidingWindowAttention", "SlidingWindowConfig", "s
 class SlidingWindowAttention(GroupedQueryAttention):
     """Grouped-query attention over the ``window`` most recent keys (Mistral), with a rolling KV cache.
 
-    zoo's ``GroupedQueryAttention`` with its ``window`` set: the same parameters (``q_proj`` ... ``o_proj``), so
-    weights move between the two, and with a window covering the whole sequence the outputs are equal.
-    Cross-attention (over an encoder output) has no window and is plain grouped-query attention.
+    zoo's ``GroupedQueryAttention`` with its key mask a ``SlidingWindow``: the same parameters (``q_proj`` ...
+    ``o_proj``), so weights move between the two, and with a window covering the whole sequence the outputs are
+    equal. Cross-attention (over an encoder output) has no window and is plain grouped-query attention.
 
-    Args:
-        d_model: width E of the input and output.
-        window: keys each query sees, itself included (W >= 1).
-        **options: those of zoo's ``GroupedQueryAttention`` (num_heads, num_kv_heads, causal, ...).
-
-    Raises:
-        ValueError: ``window`` < 1, or the head counts of ``GroupedQueryAttention``.
+    Build it from a recipe's options with ``SlidingWindowAttention.from_options(d_model, window=..., ...)`` (the
+    registered factory), or give the constructor ``key_mask=SlidingWindow(window)`` and the other seams of
+    ``GroupedQueryAttention``.
     """
-
-    def __init__(self, d_model: int, *, window: int, **options: Any) -> None:
-        if window < 1:
-            raise ValueError(f"window ({window}) must be >= 1")
-        super().__init__(d_model, window=window, **options)  # zoo's key mask and rolling cache of the window
 
 
 class SlidingWindowConfig(AttentionConfig):
