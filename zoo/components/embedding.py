@@ -12,7 +12,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
-from zoo.recipe.limits import MAX_WIDTH
+from zoo.limits import MAX_WIDTH
 
 
 class TokenEmbedding(nn.Module):

@@ -29,7 +29,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
-from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
+from zoo.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
 
 from .kernels import Kernel, sdpa
 from .norm import RMSNorm

@@ -38,7 +38,7 @@ from zoo.components.ffn import MLP, GatedMLP
 from zoo.config import BuildContext, ComponentConfig, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.hookspecs import hookimpl
-from zoo.recipe.limits import MAX_EXPERTS
+from zoo.limits import MAX_EXPERTS
 
 
 def check_top_k(top_k: int, num_experts: int) -> None:

@@ -27,7 +27,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
-from zoo.recipe.limits import MAX_POSITIONS
+from zoo.limits import MAX_POSITIONS
 
 
 def positions_for(

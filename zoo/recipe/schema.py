@@ -8,9 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
 from zoo.config import BuildContext, ComponentConfig, StrictNumbers
-from zoo.train.config import TrainConfig
-
-from .limits import (
+from zoo.limits import (
     MAX_CHANNELS,
     MAX_D_MODEL,
     MAX_IMAGE_SIZE,
@@ -19,6 +17,7 @@ from .limits import (
     MAX_POSITIONS,
     MAX_VOCAB,
 )
+from zoo.train.config import TrainConfig
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")

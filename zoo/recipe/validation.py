@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from zoo.config import POSITIONAL_STYLES, BuildContext, ComponentConfig, StrictNumbers, spec_fields
 from zoo.errors import RecipeError, UnknownComponentError
+from zoo.limits import MAX_INT_DIGITS, MAX_LAYERS, MAX_MODEL_EXPERTS
 from zoo.plugins import explain_unknown, get_registry
 from zoo.registry import Registry, did_you_mean
 from zoo.train.config import TrainConfig
 
-from .limits import MAX_INT_DIGITS, MAX_LAYERS, MAX_MODEL_EXPERTS
 from .schema import COMPONENT_FIELDS, LAYER_FIELDS, Recipe, layer_selection, positions_fit
 
 Errors = list[tuple[str, str]]

@@ -17,7 +17,7 @@ from zoo.components.kernels import Kernel, sdpa
 from zoo.config import BuildContext, ComponentConfig, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.init import residual_output
-from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
+from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
 
 from .base import _Attention, _indivisible, _resolve_head_dim

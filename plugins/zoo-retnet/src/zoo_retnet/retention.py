@@ -31,7 +31,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
-from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
+from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
 
 __all__ = ["MultiScaleRetention", "RetentionConfig", "RetentionState", "retention", "retention_decays"]
 
