@@ -17,7 +17,8 @@ from zoo.limits import (
     MAX_POSITIONS,
     MAX_VOCAB,
 )
-from zoo.train.config import TrainConfig
+
+from .training import TrainConfig
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")

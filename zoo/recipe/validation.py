@@ -20,9 +20,9 @@ from zoo.errors import RecipeError, UnknownComponentError
 from zoo.limits import MAX_INT_DIGITS, MAX_LAYERS, MAX_MODEL_EXPERTS
 from zoo.plugins import explain_unknown, get_registry
 from zoo.registry import Registry, did_you_mean
-from zoo.train.config import TrainConfig
 
 from .schema import COMPONENT_FIELDS, LAYER_FIELDS, Recipe, layer_selection, positions_fit
+from .training import TrainConfig
 
 Errors = list[tuple[str, str]]
 
