@@ -17,6 +17,7 @@ import importlib
 import importlib.metadata
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.components.heads",
     "zoo.components.kernels",
     "zoo.architectures",
+    "zoo.hf",
 )
 
 pm = pluggy.PluginManager("zoo")
@@ -247,16 +249,22 @@ def _run_hooks(registry: Registry, info: PluginInfo, plugin: Any, attempted: dic
             _add_hf_families(info, families)
 
 
-def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
-    from .hf import FAMILIES  # the built-in families (zoo.hf imports no plugin)
-    from .hf.mapping import Family
+def _is_family(value: Any) -> bool:
+    """Whether ``value`` is a ``zoo.hf.mapping.Family``. zoo.hf is a plugin above this module, so its class is
+    looked up where it is defined, not imported: a family can only exist once ``zoo.hf.mapping`` is loaded."""
+    mapping = sys.modules.get("zoo.hf.mapping")
+    return mapping is not None and isinstance(value, mapping.Family)
 
+
+def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
     found: dict[str, Any] = {}
     for family in families:
-        if not isinstance(family, Family):
+        if not _is_family(family):
             raise PluginError(f"register_hf_families returned {family!r}, not a zoo.hf.mapping.Family")
         model_type = family.model_type
-        owner = "zoo (built-in)" if model_type in FAMILIES else _hf_families.get(model_type, (None,))[0]
+        owner = _hf_families.get(model_type, (None,))[0]
+        if owner is not None and _plugins[owner].builtin:
+            owner = "zoo (built-in)"
         if owner is not None or model_type in found:
             raise PluginError(
                 f"Hugging Face model_type '{model_type}' is imported twice: by {owner or info.name} and by plugin "
@@ -269,7 +277,8 @@ def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
 
 
 def hf_families() -> dict[str, Any]:
-    """HF ``model_type`` -> ``zoo.hf.mapping.Family`` registered by plugins (``register_hf_families``)."""
+    """HF ``model_type`` -> ``zoo.hf.mapping.Family`` registered through ``register_hf_families``: the built-in
+    plugin ``zoo.hf``'s families first, then the installed plugins', in load order."""
     load_plugins()
     return {model_type: family for model_type, (_, family) in _hf_families.items()}
 

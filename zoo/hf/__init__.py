@@ -24,6 +24,8 @@ import torch
 from torch import nn
 
 from zoo.errors import HFExportError, HFImportError
+from zoo.hookspecs import hookimpl
+from zoo.plugins import hf_families
 
 from .bert import BERT
 from .gpt2 import GPT2
@@ -81,12 +83,16 @@ FAMILIES: dict[str, Family] = _families()
 """HF ``model_type`` -> the built-in family that imports it (plugins add theirs: :func:`families`)."""
 
 
+@hookimpl
+def register_hf_families() -> list[Family]:
+    """The built-in families: ``zoo.hf`` is a built-in plugin, and joins them to zoo as any plugin joins its own."""
+    return list(FAMILIES.values())
+
+
 def families() -> dict[str, Family]:
     """HF ``model_type`` -> the family that imports it: the built-in ``FAMILIES``, then those installed plugins
     register through the ``register_hf_families`` hook (read when first asked, after plugins load)."""
-    from zoo.plugins import hf_families
-
-    return {**FAMILIES, **hf_families()}
+    return hf_families()
 
 
 @dataclass(frozen=True)
