@@ -2,10 +2,11 @@
 
 A saved folder holds ``recipe.yaml``, ``model.safetensors``, ``config.json`` (the recipe as JSON, beside the
 weights as Hugging Face tools expect) and ``checksums.json`` (the sha256 of the weights). ``load`` also reads
-training checkpoints, run folders and Hugging Face folders (``zoo.locate``). Every file is read defensively
-(``zoo.files``): an empty, truncated or pickled weights file, invalid JSON, a torch file that holds code, weights
-that do not match their checksum or do not fit their recipe are each a ``CheckpointError`` naming the file and
-what is wrong. Folders saved before checksums existed still load.
+training checkpoints, run folders and Hugging Face folders (``zoo.locate``; the built-in plugin ``zoo.hf``
+converts those). Every file is read defensively (``zoo.files``): an empty, truncated or pickled weights file,
+invalid JSON, a torch file that holds code, weights that do not match their checksum or do not fit their recipe
+are each a ``CheckpointError`` naming the file and what is wrong. Folders saved before checksums existed still
+load.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .files import (
     sha256_file,
     verify_recorded,
 )
+from .plugins import load_hf_folder
 
 
 def dump_recipe(data: dict[str, Any]) -> str:
@@ -128,11 +130,8 @@ def load(path: str | Path, *, device: str | torch.device | None = None) -> nn.Mo
     from .locate import locate
 
     folder = locate(path)
-    if folder.kind == "hf":
-        from .hf import from_hf
-
-        model = from_hf(folder.path)
-        return model.to(device) if device is not None else model
+    if folder.kind == "hf":  # converted by the built-in plugin zoo.hf
+        return load_hf_folder(folder.path, device=device)
     return _load_zoo_folder(folder.path, device=device)
 
 

@@ -27,7 +27,7 @@ import pluggy
 
 from . import __version__, hookspecs
 from .errors import PluginError, ZooWarning
-from .hookspecs import PLUGIN_API_VERSION
+from .hookspecs import PLUGIN_API_VERSION, hookspec
 from .registry import Registry
 
 __all__ = [
@@ -38,6 +38,8 @@ __all__ = [
     "failures",
     "get_registry",
     "hf_families",
+    "hf_folder_recipe",
+    "load_hf_folder",
     "load_plugins",
     "plugins",
     "recipe_files",
@@ -65,8 +67,23 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.hf",
 )
 
+
+class _FolderHooks:
+    """Hooks between zoo's own layers, not part of the plugin API: the built-in plugin ``zoo.hf`` reads the Hugging
+    Face folders that ``zoo.locate`` finds, for the recipe loader and ``zoo.load``, which sit below it."""
+
+    @hookspec(firstresult=True)
+    def hf_folder_recipe(self, path: Path) -> dict[str, Any] | None:
+        """The recipe (a dict) of the Hugging Face folder ``path``; its weights are not read."""
+
+    @hookspec(firstresult=True)
+    def load_hf_folder(self, path: Path, device: Any) -> Any:
+        """The model of the Hugging Face folder ``path``, its weights loaded, moved to ``device`` unless None."""
+
+
 pm = pluggy.PluginManager("zoo")
 pm.add_hookspecs(hookspecs)
+pm.add_hookspecs(_FolderHooks)
 
 
 class PluginWarning(ZooWarning):
@@ -281,6 +298,32 @@ def hf_families() -> dict[str, Any]:
     plugin ``zoo.hf``'s families first, then the installed plugins', in load order."""
     load_plugins()
     return {model_type: family for model_type, (_, family) in _hf_families.items()}
+
+
+def hf_folder_recipe(path: Path) -> dict[str, Any]:
+    """The recipe (a dict) of a Hugging Face folder (``zoo.locate``'s kind ``hf``), read by the built-in ``zoo.hf``.
+
+    Raises:
+        HFImportError: the model type, class or a config option is not supported (all options named).
+    """
+    load_plugins()
+    recipe = pm.hook.hf_folder_recipe(path=Path(path))
+    if recipe is None:
+        raise PluginError(f"{path} is a Hugging Face folder, and no plugin reads those (zoo.hf is not registered)")
+    return recipe
+
+
+def load_hf_folder(path: Path, *, device: Any = None) -> Any:
+    """The model of a Hugging Face folder (``zoo.locate``'s kind ``hf``), converted by the built-in ``zoo.hf``.
+
+    Raises:
+        HFImportError: an unsupported family, class or config option, or weights that do not fit the model.
+    """
+    load_plugins()
+    model = pm.hook.load_hf_folder(path=Path(path), device=device)
+    if model is None:
+        raise PluginError(f"{path} is a Hugging Face folder, and no plugin reads those (zoo.hf is not registered)")
+    return model
 
 
 def _add_recipes(info: PluginInfo, shipped: list[Path]) -> None:

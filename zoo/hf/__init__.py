@@ -89,6 +89,19 @@ def register_hf_families() -> list[Family]:
     return list(FAMILIES.values())
 
 
+@hookimpl(specname="hf_folder_recipe")
+def _folder_recipe(path: Path) -> dict[str, Any]:
+    """What ``zoo.load_recipe`` reads in a Hugging Face folder: its recipe (``hf_recipe``)."""
+    return hf_recipe(path)
+
+
+@hookimpl(specname="load_hf_folder")
+def _load_folder(path: Path, device: str | torch.device | None) -> nn.Module:
+    """What ``zoo.load`` reads in a Hugging Face folder: the model with its weights (``from_hf``), on ``device``."""
+    model = from_hf(path)
+    return model.to(device) if device is not None else model
+
+
 def families() -> dict[str, Family]:
     """HF ``model_type`` -> the family that imports it: the built-in ``FAMILIES``, then those installed plugins
     register through the ``register_hf_families`` hook (read when first asked, after plugins load)."""

@@ -23,7 +23,7 @@ from zoo.limits import (
     MAX_NODES,
     MAX_REF_CHARS,
 )
-from zoo.plugins import recipe_sources, report_recipe_problem
+from zoo.plugins import hf_folder_recipe, recipe_sources, report_recipe_problem
 from zoo.registry import did_you_mean
 
 from .schema import Recipe
@@ -364,10 +364,8 @@ def _folder_recipe(folder: Path) -> tuple[Path | None, dict[str, Any]]:
     from zoo.locate import locate
 
     found = locate(folder)
-    if found.recipe_file is None:
-        from zoo.hf import hf_recipe
-
-        return None, hf_recipe(found.path)
+    if found.recipe_file is None:  # a Hugging Face folder: the built-in plugin zoo.hf reads its config
+        return None, hf_folder_recipe(found.path)
     return found.recipe_file, read_recipe_file(found.recipe_file)
 
 
