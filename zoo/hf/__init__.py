@@ -10,6 +10,10 @@ reshaped into the zoo model through the family's table (``zoo/hf/<family>.py``).
 ``torch.load(weights_only=True)``. Config options zoo cannot reproduce, and missing, unexpected or
 mis-shaped weights, are refused with one ``HFImportError`` that names them all. The tokenizer and
 generation files that go with a checkpoint are in ``zoo/hf/tokenizer.py``.
+
+``zoo.hf`` is a built-in plugin, above the builder and ``zoo.load``: its families join zoo through the
+``register_hf_families`` hook, as a plugin's do, and ``zoo.load_recipe`` and ``zoo.load`` read a Hugging Face
+folder through two hooks it implements (``zoo.plugins.hf_folder_recipe``, ``zoo.plugins.load_hf_folder``).
 """
 
 from __future__ import annotations
