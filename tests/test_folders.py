@@ -14,6 +14,7 @@ import torch
 from clean_errors import FAST, assert_clean_error, cli
 
 import zoo
+import zoo.files
 from zoo.locate import NotAModelFolder, locate
 from zoo.train import train
 
@@ -113,7 +114,7 @@ def test_save_pretrained_and_from_pretrained_round_trip(tmp_path):
     assert {"recipe.yaml", "model.safetensors", "config.json", "checksums.json"} <= {
         p.name for p in (tmp_path / "m").iterdir()
     }
-    config = zoo.checkpoint.read_json(tmp_path / "m" / "config.json")
+    config = zoo.files.read_json(tmp_path / "m" / "config.json")
     assert config["recipe"]["attention"]["num_kv_heads"] == 2 and config["architecture"] == "decoder"
     again = type(model).from_pretrained(tmp_path / "m")
     assert torch.equal(_logits(again), _logits(model))
@@ -228,4 +229,4 @@ def test_export_without_the_tokenizers_package_writes_the_rest_and_says_so(tmp_p
     names = {p.name for p in (tmp_path / "hf").iterdir()}
     assert {"config.json", "model.safetensors", "generation_config.json"} <= names and "tokenizer.json" not in names
     assert any("needs the `tokenizers` package (pip install 'zoo[hf]'" in note for note in done.notes)
-    assert zoo.checkpoint.read_json(tmp_path / "hf" / "generation_config.json")["eos_token_id"] is not None
+    assert zoo.files.read_json(tmp_path / "hf" / "generation_config.json")["eos_token_id"] is not None

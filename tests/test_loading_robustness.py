@@ -17,6 +17,7 @@ from clean_errors import assert_clean_error, cli
 from safetensors.torch import load_file, save_file
 
 import zoo
+import zoo.files
 from zoo.errors import CheckpointError, HFImportError, ZooError
 from zoo.train import checkpoint as ckpt
 from zoo.train import load_run, train
@@ -177,7 +178,7 @@ def test_a_damaged_latest_pointer_falls_back_to_the_newest_complete_checkpoint(r
 def test_every_checkpoint_file_has_a_checksum_in_run_json(run):
     sums = ckpt.read_info(checkpoint_of(run))["sha256"]
     assert set(sums) == {"model.safetensors", "recipe.yaml", "optimizer.pt", "trainer.pt", "tokenizer.json"}
-    assert sums["model.safetensors"] == zoo.checkpoint.sha256_file(checkpoint_of(run) / "model.safetensors")
+    assert sums["model.safetensors"] == zoo.files.sha256_file(checkpoint_of(run) / "model.safetensors")
 
 
 # ---------------------------------------------------------------------------------------------- zoo.save folders
@@ -191,7 +192,7 @@ def saved(tmp_path) -> Path:
 
 def test_a_saved_model_records_and_checks_its_checksum(saved):
     record = json.loads((saved / "checksums.json").read_text())
-    assert record == {"sha256": {"model.safetensors": zoo.checkpoint.sha256_file(saved / "model.safetensors")}}
+    assert record == {"sha256": {"model.safetensors": zoo.files.sha256_file(saved / "model.safetensors")}}
     flip_a_byte(saved / "model.safetensors")
     with pytest.raises(CheckpointError) as info:
         zoo.load(saved)
@@ -327,7 +328,7 @@ def test_a_damaged_metrics_file_skips_its_damaged_lines(run):
 def test_a_valid_file_whose_header_length_starts_with_0x80_is_not_taken_for_a_pickle(tmp_path):
     from safetensors.torch import save_file
 
-    from zoo.checkpoint import safetensors_header
+    from zoo.files import safetensors_header
 
     # The 8-byte little-endian header length comes first; find a tensor name that makes it end in 0x80.
     for n in range(1, 200):

@@ -289,7 +289,7 @@ def _block(rng, data, files):
 
 
 def _train(rng, data, files):
-    from zoo.train.config import TrainConfig
+    from zoo.recipe.training import TrainConfig
 
     field = rng.choice([*TrainConfig.model_fields, "nonsense"])
     annotation = TrainConfig.model_fields[field].annotation if field in TrainConfig.model_fields else Any

@@ -454,7 +454,7 @@ def test_cli_renders_library_errors_without_a_traceback(tmp_path):
 def test_importing_the_recipe_module_does_not_load_torch():
     code = "import sys, zoo.recipe; print('torch' in sys.modules, zoo.recipe.Recipe.model_fields['train'].annotation)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["False", "<class", "'zoo.train.config.TrainConfig'>"]
+    assert out == ["False", "<class", "'zoo.recipe.training.TrainConfig'>"]
 
 
 def test_trainer_uses_the_embedded_english_text():

@@ -81,7 +81,8 @@ def register_hf_families() -> list[Any]:
     A family is the same data a built-in ``zoo/hf/<family>.py`` defines (its ``model_type``, HF classes,
     config options, weight table, recipe and config translations); its components must be registered too,
     by this plugin's ``register_components`` or any other. ``zoo.hf.families()`` (what ``from_hf``, ``zoo
-    import`` and ``zoo export`` read) holds the built-in families first, then the plugins' in load order.
+    import`` and ``zoo export`` read) holds the built-in families first (the built-in plugin ``zoo.hf`` registers
+    them through this hook), then the plugins' in load order.
     A ``model_type`` already imported by a built-in family or another plugin makes the plugin fail, as a
     taken component name does::
 

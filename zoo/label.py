@@ -84,13 +84,11 @@ def wrap(words: list[str], width: int = 48) -> list[str]:
 
 def hidden(config: Any, ctx: BuildContext, module: Any) -> int | None:
     """An FFN's hidden width: the recipe's, else that of its first projection out of d_model."""
-    from torch import nn  # torch loads when something is drawn, not with the configs
-
     width = getattr(config, "hidden", None)
     if isinstance(width, int):
         return width
-    for sub in module.modules():
-        if isinstance(sub, nn.Linear) and sub.in_features == ctx.d_model:
+    for sub in module.modules():  # a linear layer (no torch import here: configs import this module)
+        if getattr(sub, "in_features", None) == ctx.d_model and isinstance(getattr(sub, "out_features", None), int):
             return sub.out_features
     return None
 

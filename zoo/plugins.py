@@ -17,6 +17,7 @@ import importlib
 import importlib.metadata
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ import pluggy
 
 from . import __version__, hookspecs
 from .errors import PluginError, ZooWarning
-from .hookspecs import PLUGIN_API_VERSION
+from .hookspecs import PLUGIN_API_VERSION, hookspec
 from .registry import Registry
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "failures",
     "get_registry",
     "hf_families",
+    "hf_folder_recipe",
+    "load_hf_folder",
     "load_plugins",
     "plugins",
     "recipe_files",
@@ -61,10 +64,26 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.components.heads",
     "zoo.components.kernels",
     "zoo.architectures",
+    "zoo.hf",
 )
+
+
+class _FolderHooks:
+    """Hooks between zoo's own layers, not part of the plugin API: the built-in plugin ``zoo.hf`` reads the Hugging
+    Face folders that ``zoo.locate`` finds, for the recipe loader and ``zoo.load``, which sit below it."""
+
+    @hookspec(firstresult=True)
+    def hf_folder_recipe(self, path: Path) -> dict[str, Any] | None:
+        """The recipe (a dict) of the Hugging Face folder ``path``; its weights are not read."""
+
+    @hookspec(firstresult=True)
+    def load_hf_folder(self, path: Path, device: Any) -> Any:
+        """The model of the Hugging Face folder ``path``, its weights loaded, moved to ``device`` unless None."""
+
 
 pm = pluggy.PluginManager("zoo")
 pm.add_hookspecs(hookspecs)
+pm.add_hookspecs(_FolderHooks)
 
 
 class PluginWarning(ZooWarning):
@@ -247,16 +266,22 @@ def _run_hooks(registry: Registry, info: PluginInfo, plugin: Any, attempted: dic
             _add_hf_families(info, families)
 
 
-def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
-    from .hf import FAMILIES  # the built-in families (zoo.hf imports no plugin)
-    from .hf.mapping import Family
+def _is_family(value: Any) -> bool:
+    """Whether ``value`` is a ``zoo.hf.mapping.Family``. zoo.hf is a plugin above this module, so its class is
+    looked up where it is defined, not imported: a family can only exist once ``zoo.hf.mapping`` is loaded."""
+    mapping = sys.modules.get("zoo.hf.mapping")
+    return mapping is not None and isinstance(value, mapping.Family)
 
+
+def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
     found: dict[str, Any] = {}
     for family in families:
-        if not isinstance(family, Family):
+        if not _is_family(family):
             raise PluginError(f"register_hf_families returned {family!r}, not a zoo.hf.mapping.Family")
         model_type = family.model_type
-        owner = "zoo (built-in)" if model_type in FAMILIES else _hf_families.get(model_type, (None,))[0]
+        owner = _hf_families.get(model_type, (None,))[0]
+        if owner is not None and _plugins[owner].builtin:
+            owner = "zoo (built-in)"
         if owner is not None or model_type in found:
             raise PluginError(
                 f"Hugging Face model_type '{model_type}' is imported twice: by {owner or info.name} and by plugin "
@@ -269,9 +294,36 @@ def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
 
 
 def hf_families() -> dict[str, Any]:
-    """HF ``model_type`` -> ``zoo.hf.mapping.Family`` registered by plugins (``register_hf_families``)."""
+    """HF ``model_type`` -> ``zoo.hf.mapping.Family`` registered through ``register_hf_families``: the built-in
+    plugin ``zoo.hf``'s families first, then the installed plugins', in load order."""
     load_plugins()
     return {model_type: family for model_type, (_, family) in _hf_families.items()}
+
+
+def hf_folder_recipe(path: Path) -> dict[str, Any]:
+    """The recipe (a dict) of a Hugging Face folder (``zoo.locate``'s kind ``hf``), read by the built-in ``zoo.hf``.
+
+    Raises:
+        HFImportError: the model type, class or a config option is not supported (all options named).
+    """
+    load_plugins()
+    recipe = pm.hook.hf_folder_recipe(path=Path(path))
+    if recipe is None:
+        raise PluginError(f"{path} is a Hugging Face folder, and no plugin reads those (zoo.hf is not registered)")
+    return recipe
+
+
+def load_hf_folder(path: Path, *, device: Any = None) -> Any:
+    """The model of a Hugging Face folder (``zoo.locate``'s kind ``hf``), converted by the built-in ``zoo.hf``.
+
+    Raises:
+        HFImportError: an unsupported family, class or config option, or weights that do not fit the model.
+    """
+    load_plugins()
+    model = pm.hook.load_hf_folder(path=Path(path), device=device)
+    if model is None:
+        raise PluginError(f"{path} is a Hugging Face folder, and no plugin reads those (zoo.hf is not registered)")
+    return model
 
 
 def _add_recipes(info: PluginInfo, shipped: list[Path]) -> None:

@@ -18,71 +18,15 @@ forward a straight line.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
-from pydantic import ConfigDict, Field, model_validator
 from torch import nn
 
 from zoo.cache import static_cache
-from zoo.config import StrictNumbers
+from zoo.recipe.block import BlockConfig, NormPosition
 
 __all__ = ["Block", "BlockCache", "BlockConfig", "NormPosition", "ParallelBlock", "PostNormBlock", "make_block"]
-
-NormPosition = Literal["pre", "post", "sandwich", "output"]
-
-
-class BlockConfig(StrictNumbers):
-    """How a block arranges its sub-layers; the recipe's ``block:`` section."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    norm_position: NormPosition = Field(
-        "pre",
-        description="pre: x + f(n(x)); post: n(x + f(x)); sandwich: x + n'(f(n(x))); output: x + n(f(x)) (OLMo 2).",
-    )
-
-    parallel: bool = Field(False, description="Attention and FFN both read the block's input; outputs are added.")
-    shared_norm: bool = Field(False, description="parallel: one norm feeds attention and FFN (GPT-J, Falcon).")
-    first_attention_norm: bool = Field(
-        True,
-        description="The first block normalises its attention input; false: it reads the (normalised) embeddings "
-        "as they are (ModernBERT).",
-    )
-
-    examples: ClassVar[tuple[dict[str, Any], ...]] = (
-        {},
-        {"norm_position": "post"},
-        {"norm_position": "sandwich"},
-        {"norm_position": "output"},
-        {"parallel": True},
-        {"parallel": True, "shared_norm": True},
-        {"first_attention_norm": False, "norm_position": "pre"},
-    )
-    """Layouts the contract tests of ``zoo.testing`` build a model with."""
-
-    @model_validator(mode="after")
-    def _parallel_is_pre_norm(self) -> BlockConfig:
-        if self.parallel and self.norm_position != "pre":
-            raise ValueError(
-                f"a parallel block normalises its input (pre-norm), not norm_position {self.norm_position}"
-            )
-        if self.shared_norm and not self.parallel:
-            raise ValueError("shared_norm needs parallel: true (a sequential block normalises each input anew)")
-        if not self.first_attention_norm and (self.parallel or self.norm_position not in ("pre", "sandwich")):
-            raise ValueError("first_attention_norm: false needs a sequential pre or sandwich block (the norm it drops)")
-        return self
-
-    @property
-    def pre_norm(self) -> bool:
-        """The stream itself is never normalised inside the blocks, so the stack ends with a final norm."""
-        return self.norm_position != "post"
-
-    def arguments(self, layer_idx: int = 0) -> dict[str, Any]:
-        """The keyword arguments of :class:`Block` that this config sets, for the block at ``layer_idx``."""
-        out = self.model_dump()
-        out["attention_norm"] = out.pop("first_attention_norm") or layer_idx > 0
-        return out
 
 
 class BlockCache:

@@ -13,7 +13,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.label import Label
-from zoo.recipe.limits import MAX_WIDTH
+from zoo.limits import MAX_WIDTH
 
 
 class TokenEmbedding(nn.Module):

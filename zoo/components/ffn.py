@@ -24,7 +24,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
-from zoo.recipe.limits import MAX_WIDTH
+from zoo.limits import MAX_WIDTH
 from zoo.registry import preset
 
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "identity"]

@@ -17,7 +17,7 @@ from zoo.components.ffn import activation_module
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
-from zoo.recipe.limits import MAX_WIDTH
+from zoo.limits import MAX_WIDTH
 
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -30,7 +30,7 @@ from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
 from zoo.label import Label, attention_label
-from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
+from zoo.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
 
 from .kernels import Kernel, sdpa
 from .norm import RMSNorm

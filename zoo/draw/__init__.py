@@ -81,7 +81,7 @@ def draw(recipe: str | Path | Mapping[str, Any] | Any, out: str | Path, *, dpi: 
     matplotlib = _matplotlib()
     from matplotlib.figure import Figure
 
-    from zoo.checkpoint import atomic_write
+    from zoo.files import atomic_write
 
     with matplotlib.rc_context(RC):
         canvas = layout(recipe)

@@ -10,6 +10,10 @@ reshaped into the zoo model through the family's table (``zoo/hf/<family>.py``).
 ``torch.load(weights_only=True)``. Config options zoo cannot reproduce, and missing, unexpected or
 mis-shaped weights, are refused with one ``HFImportError`` that names them all. The tokenizer and
 generation files that go with a checkpoint are in ``zoo/hf/tokenizer.py``.
+
+``zoo.hf`` is a built-in plugin, above the builder and ``zoo.load``: its families join zoo through the
+``register_hf_families`` hook, as a plugin's do, and ``zoo.load_recipe`` and ``zoo.load`` read a Hugging Face
+folder through two hooks it implements (``zoo.plugins.hf_folder_recipe``, ``zoo.plugins.load_hf_folder``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import torch
 from torch import nn
 
 from zoo.errors import HFExportError, HFImportError
+from zoo.hookspecs import hookimpl
+from zoo.plugins import hf_families
 
 from .bert import BERT
 from .gpt2 import GPT2
@@ -81,12 +87,29 @@ FAMILIES: dict[str, Family] = _families()
 """HF ``model_type`` -> the built-in family that imports it (plugins add theirs: :func:`families`)."""
 
 
+@hookimpl
+def register_hf_families() -> list[Family]:
+    """The built-in families: ``zoo.hf`` is a built-in plugin, and joins them to zoo as any plugin joins its own."""
+    return list(FAMILIES.values())
+
+
+@hookimpl(specname="hf_folder_recipe")
+def _folder_recipe(path: Path) -> dict[str, Any]:
+    """What ``zoo.load_recipe`` reads in a Hugging Face folder: its recipe (``hf_recipe``)."""
+    return hf_recipe(path)
+
+
+@hookimpl(specname="load_hf_folder")
+def _load_folder(path: Path, device: str | torch.device | None) -> nn.Module:
+    """What ``zoo.load`` reads in a Hugging Face folder: the model with its weights (``from_hf``), on ``device``."""
+    model = from_hf(path)
+    return model.to(device) if device is not None else model
+
+
 def families() -> dict[str, Family]:
     """HF ``model_type`` -> the family that imports it: the built-in ``FAMILIES``, then those installed plugins
     register through the ``register_hf_families`` hook (read when first asked, after plugins load)."""
-    from zoo.plugins import hf_families
-
-    return {**FAMILIES, **hf_families()}
+    return hf_families()
 
 
 @dataclass(frozen=True)

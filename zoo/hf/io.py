@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from zoo.checkpoint import atomic_write, read_json, read_safetensors, read_torch_file, safetensors_header
 from zoo.errors import HFImportError
+from zoo.files import atomic_write, read_json, read_safetensors, read_torch_file, safetensors_header
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"

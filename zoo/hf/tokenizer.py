@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.checkpoint import atomic_write
 from zoo.errors import HFExportError
+from zoo.files import atomic_write
 from zoo.locate import ModelFolder
 from zoo.train.tokenizer import SPECIALS, BPETokenizer, ByteTokenizer, Tokenizer
 
@@ -162,7 +162,7 @@ def carried(zoo_dir: str | Path) -> list[Path]:
 
 def carried_token_ids(files: list[Path]) -> dict[str, int | None]:
     """The bos / eos / pad ids of a carried ``generation_config.json`` (those it sets), else {}."""
-    from zoo.checkpoint import read_json
+    from zoo.files import read_json
 
     for path in files:
         if path.name == GENERATION_CONFIG_FILE:

@@ -5,8 +5,8 @@ validate every component spec against the config its component registered -> val
 check the rules that span components. Every problem found is collected into one ``RecipeError``.
 
 ``schema`` holds the models, ``loading`` the files and overrides, ``validation`` the checks,
-``json_schema`` the schema for editors, ``limits`` every limit on what a recipe may ask for. No module here
-imports torch.
+``json_schema`` the schema for editors; every limit on what a recipe may ask for is in ``zoo.limits`` (``limits``
+here names them too). No module here imports torch.
 """
 
 from __future__ import annotations

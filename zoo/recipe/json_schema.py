@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, create_model
 from zoo.config import spec_fields
 from zoo.plugins import get_registry
 
+from .block import BlockConfig, NormPosition
 from .schema import COMPONENT_FIELDS, LAYER_FIELDS, LayerOverride, Recipe
 
 ARCHITECTURE_DEFAULTS = ("embedding", "positional", "head")
@@ -22,7 +23,6 @@ def recipe_json_schema() -> dict[str, Any]:
     the bare name of a component that needs no options (``norm: rmsnorm``); nested specs (an MoE's
     ``expert``) refer to their kind's union. With ``extends`` no key is required.
     """
-    from zoo.components.block import BlockConfig, NormPosition
 
     registry = get_registry()
     configs = {kind: [c.config for c in registry if c.kind == kind] for kind in COMPONENT_FIELDS}

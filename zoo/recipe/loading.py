@@ -14,10 +14,7 @@ from typing import Any
 import yaml
 
 from zoo.errors import RecipeError, RecipeWarning
-from zoo.plugins import recipe_sources, report_recipe_problem
-from zoo.registry import did_you_mean
-
-from .limits import (
+from zoo.limits import (
     MAX_ALIASES,
     MAX_EXTENDS,
     MAX_FILE_BYTES,
@@ -26,6 +23,9 @@ from .limits import (
     MAX_NODES,
     MAX_REF_CHARS,
 )
+from zoo.plugins import hf_folder_recipe, recipe_sources, report_recipe_problem
+from zoo.registry import did_you_mean
+
 from .schema import Recipe
 from .validation import short_repr as _describe
 from .validation import validate_recipe
@@ -34,7 +34,7 @@ from .validation import validate_recipe
 
 
 class _Refused(yaml.YAMLError):
-    """A recipe file past one of the limits of ``zoo.recipe.limits``, found while reading it."""
+    """A recipe file past one of the limits of ``zoo.limits``, found while reading it."""
 
     def __init__(self, problem: str, mark: Any = None) -> None:
         super().__init__(problem)
@@ -257,7 +257,7 @@ def read_recipe_file(path: Path) -> dict[str, Any]:
     """Parse one YAML or JSON file into a dict; syntax errors name the file, line and column.
 
     The file must be UTF-8 text of at most ``MAX_FILE_BYTES``; what it holds must stay within the limits of
-    ``zoo.recipe.limits`` (nesting, values with aliases expanded, aliases, integer digits).
+    ``zoo.limits`` (nesting, values with aliases expanded, aliases, integer digits).
     """
     source = str(path)
     try:
@@ -364,10 +364,8 @@ def _folder_recipe(folder: Path) -> tuple[Path | None, dict[str, Any]]:
     from zoo.locate import locate
 
     found = locate(folder)
-    if found.recipe_file is None:
-        from zoo.hf import hf_recipe
-
-        return None, hf_recipe(found.path)
+    if found.recipe_file is None:  # a Hugging Face folder: the built-in plugin zoo.hf reads its config
+        return None, hf_folder_recipe(found.path)
     return found.recipe_file, read_recipe_file(found.recipe_file)
 
 

@@ -8,9 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
 from zoo.config import BuildContext, ComponentConfig, StrictNumbers
-from zoo.train.config import TrainConfig
-
-from .limits import (
+from zoo.limits import (
     MAX_CHANNELS,
     MAX_D_MODEL,
     MAX_IMAGE_SIZE,
@@ -19,6 +17,8 @@ from .limits import (
     MAX_POSITIONS,
     MAX_VOCAB,
 )
+
+from .training import TrainConfig
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
@@ -80,7 +80,7 @@ class Recipe(StrictNumbers):
     num_channels: int = Field(3, ge=1, le=MAX_CHANNELS, description="Image channels (vit).")
     num_classes: int | None = Field(None, ge=1, le=MAX_VOCAB, description="Classes of a classification head.")
     block: SerializeAsAny[BaseModel] = Field(
-        description="How each block meets the residual stream: a zoo.components.block.BlockConfig, validated with "
+        description="How each block meets the residual stream: a zoo.recipe.block.BlockConfig, validated with "
         "the components (`norm_position: post` at the top of a recipe is short for `block: {norm_position: post}`)."
     )
     embed_norm: bool | None = Field(None, description="Norm after the embeddings (default: post-norm models).")

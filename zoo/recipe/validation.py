@@ -17,12 +17,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from zoo.config import POSITIONAL_STYLES, BuildContext, ComponentConfig, StrictNumbers, spec_fields
 from zoo.errors import RecipeError, UnknownComponentError
+from zoo.limits import MAX_INT_DIGITS, MAX_LAYERS, MAX_MODEL_EXPERTS
 from zoo.plugins import explain_unknown, get_registry
 from zoo.registry import Registry, did_you_mean
-from zoo.train.config import TrainConfig
 
-from .limits import MAX_INT_DIGITS, MAX_LAYERS, MAX_MODEL_EXPERTS
+from .block import BlockConfig
 from .schema import COMPONENT_FIELDS, LAYER_FIELDS, Recipe, layer_selection, positions_fit
+from .training import TrainConfig
 
 Errors = list[tuple[str, str]]
 
@@ -285,7 +286,6 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
 
 def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
     """Validate ``block`` (``norm_position`` at the top is short for ``block.norm_position``) in place."""
-    from zoo.components.block import BlockConfig
 
     block = data.get("block", {})
     if "norm_position" in data:

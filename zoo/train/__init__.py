@@ -6,8 +6,8 @@
 The objective follows the architecture (``objectives``), data is embedded unless given (``data``),
 checkpoints are atomic and resumable (``checkpoint``), DDP / FSDP2 come from the environment that
 ``torchrun`` sets (``distributed``), a run may start from imported weights (``transfer``), and ``evaluate``
-scores a trained model on a data file (``evaluation``). Importing ``zoo.train`` is cheap: ``zoo.recipe`` imports its
-config, and torch loads only when something here that needs it is used.
+scores a trained model on a data file (``evaluation``). Importing ``zoo.train`` is cheap: its config is the recipe's
+``train:`` section (``zoo.recipe.training``), and torch loads only when something here that needs it is used.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .config import TrainConfig
+from zoo.recipe.training import TrainConfig
 
 __all__ = [
     "Evaluation",

@@ -38,20 +38,22 @@ from safetensors.torch import save_file
 from torch import nn
 
 from zoo.checkpoint import (
+    check_fits,
+    dump_recipe,
+    tied_aliases,  # noqa: F401 - part of this module's interface (the loop calls ckpt.tied_aliases)
+)
+from zoo.errors import CheckpointError, TrainError
+from zoo.files import (
     RECIPE_FILE,
     WEIGHTS_FILE,
     atomic_write,
-    check_fits,
-    dump_recipe,
     public_mode,
     read_json,
     read_safetensors,
     read_torch_file,
     sha256_file,
-    tied_aliases,  # noqa: F401 - part of this module's interface (the loop calls ckpt.tied_aliases)
     verify_checksum,
 )
-from zoo.errors import CheckpointError, TrainError
 from zoo.locate import (
     CHECKPOINT_NAME,
     CHECKPOINT_REQUIRED,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.checkpoint import atomic_write
 from zoo.errors import TrainError
+from zoo.files import atomic_write
 
 METRICS_FILE = "metrics.jsonl"
 

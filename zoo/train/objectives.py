@@ -28,9 +28,9 @@ from torch import nn
 
 from zoo.errors import TrainError
 from zoo.recipe import Recipe
+from zoo.recipe.training import TrainConfig
 
 from . import data as D
-from .config import TrainConfig
 from .tokenizer import Tokenizer
 
 Batch = dict[str, torch.Tensor]

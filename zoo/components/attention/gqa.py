@@ -18,7 +18,7 @@ from zoo.config import BuildContext, ComponentConfig, Nested, Spec
 from zoo.cost import Cost, nested_cost
 from zoo.init import residual_output
 from zoo.label import Label, attention_label
-from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
+from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
 
 from .base import _Attention, _indivisible, _resolve_head_dim

@@ -18,7 +18,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
 from zoo.label import Label, attention_label
-from zoo.recipe.limits import MAX_EXPERTS, MAX_HEAD_DIM
+from zoo.limits import MAX_EXPERTS, MAX_HEAD_DIM
 
 from .base import _Attention, _indivisible, _resolve_head_dim
 

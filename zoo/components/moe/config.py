@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from zoo.config import BuildContext, ComponentConfig, Nested, Spec, nested_config
 from zoo.cost import Cost, nested_cost
 from zoo.label import SKIP_OPTIONS, Label, options, widths, wrap
-from zoo.recipe.limits import MAX_EXPERTS
+from zoo.limits import MAX_EXPERTS
 
 from .experts import GroupedExperts
 from .layer import check_groups, check_top_k

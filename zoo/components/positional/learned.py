@@ -10,7 +10,7 @@ from torch import nn
 
 from zoo.config import BuildContext
 from zoo.cost import Cost
-from zoo.recipe.limits import MAX_POSITIONS
+from zoo.limits import MAX_POSITIONS
 
 from .base import PositionalConfig, PositionalEncoding, sinusoid_table
 

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from zoo.config import BuildContext
 from zoo.label import Label, number
-from zoo.recipe.limits import MAX_POSITIONS
+from zoo.limits import MAX_POSITIONS
 
 from .base import PositionalConfig, PositionalEncoding, inverse_frequencies
 

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from zoo.config import BuildContext
-from zoo.recipe.limits import MAX_POSITIONS
+from zoo.limits import MAX_POSITIONS
 
 from .base import PositionalConfig, PositionalEncoding, sinusoid_table
 

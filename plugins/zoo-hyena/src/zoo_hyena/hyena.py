@@ -34,7 +34,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
-from zoo.recipe.limits import MAX_WIDTH
+from zoo.limits import MAX_WIDTH
 
 __all__ = ["HyenaCache", "HyenaConfig", "HyenaFilter", "HyenaOperator", "direct_conv", "fft_conv"]
 

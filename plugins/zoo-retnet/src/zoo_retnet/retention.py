@@ -32,7 +32,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
 from zoo.label import Label, attention_label
-from zoo.recipe.limits import MAX_HEAD_DIM, MAX_HEADS
+from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
 
 __all__ = ["MultiScaleRetention", "RetentionConfig", "RetentionState", "retention", "retention_decays"]
 

@@ -32,7 +32,7 @@ from torch import nn
 
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
-from zoo.recipe.limits import MAX_WIDTH
+from zoo.limits import MAX_WIDTH
 
 __all__ = [
     "ChannelMix",

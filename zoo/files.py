@@ -1,0 +1,179 @@
+"""Files written atomically and read defensively: the primitives every folder zoo reads or writes is made of.
+
+Writing: ``atomic_write`` (a temporary file renamed into place, with the permissions the umask gives).
+Reading: JSON, safetensors and torch files, each refused with an error that names the file and what is
+wrong (empty, truncated, pickled, holding code, not matching the sha256 its folder records). The names of
+a model folder's files are here too. Nothing of zoo but its errors and dtypes is imported here, so any
+layer may use these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from .errors import CheckpointError, ZooError
+
+RECIPE_FILE = "recipe.yaml"
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+"""Beside the weights, as Hugging Face tools expect: ``{"zoo_version", "architecture", "recipe"}``."""
+CHECKSUMS_FILE = "checksums.json"
+"""``{"sha256": {file name: hex digest}}`` of a folder written by ``save``."""
+CHECKSUM_RECORDS = (CHECKSUMS_FILE, "run.json")
+"""The files that may record the sha256 of the files beside them (a training checkpoint's is run.json)."""
+
+
+def umask() -> int:
+    """The process's file mode creation mask (read without changing it for good)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def public_mode(path: Path, *, directory: bool = False) -> None:
+    """Give ``path`` the permissions a plain ``open`` / ``mkdir`` would (0644 / 0755 under umask 022):
+    temporary files and folders are created private (0600 / 0700), and a renamed one keeps that."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask())
+
+
+def atomic_write(path: Path, write: Any) -> None:
+    """Call ``write(tmp_path)`` then rename onto ``path``: readers see the old file or the whole new one,
+    with the permissions the umask gives."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        public_mode(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------- reading safely
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_json(path: Path, *, error: type[ZooError] = CheckpointError) -> dict[str, Any]:
+    """The JSON object in ``path``; damaged, truncated or non-object contents are an ``error`` naming it."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise error(f"{path} is not text (not UTF-8): the file is damaged or of another kind") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{path} is not valid JSON ({exc}): the file is damaged or truncated") from None
+    if not isinstance(data, dict):
+        raise error(f"{path} must hold a JSON object, not a {type(data).__name__}")
+    return data
+
+
+def recorded_checksums(directory: Path) -> tuple[dict[str, str], Path | None]:
+    """``({file name: sha256}, the file recording them)`` of a folder; ``({}, None)`` when none is recorded."""
+    for name in CHECKSUM_RECORDS:
+        record = Path(directory) / name
+        if record.is_file():
+            sums = read_json(record).get("sha256")
+            if isinstance(sums, dict):
+                return {str(k): str(v) for k, v in sums.items()}, record
+    return {}, None
+
+
+def verify_checksum(path: Path, expected: str | None, record: Path | None, *, error: type[ZooError] = CheckpointError):
+    """Refuse ``path`` when its sha256 is not ``expected`` (None: nothing recorded, nothing to check)."""
+    if expected is not None and sha256_file(path) != expected:
+        raise error(
+            f"{path}: {Path(path).name} does not match its checksum (the sha256 recorded in "
+            f"{record.name if record else 'its metadata'}): flipped bytes or a swapped file"
+        )
+
+
+def verify_recorded(directory: Path, *names: str) -> None:
+    """Check each named file of ``directory`` against the checksum its folder records, if any."""
+    sums, record = recorded_checksums(directory)
+    for name in names:
+        if (Path(directory) / name).is_file():
+            verify_checksum(Path(directory) / name, sums.get(name), record)
+
+
+def _not_safetensors(path: Path) -> str:
+    """Why ``path`` cannot be a safetensors file, from its first bytes."""
+    with Path(path).open("rb") as f:
+        head = f.read(8)
+    if not head:
+        return "it is empty (0 bytes): the write was interrupted, or the file was truncated"
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive (a torch.save file?), not safetensors"
+    if head[:1] == b"\x80":
+        return "it is a Python pickle (a torch.save file?), not safetensors"
+    return ""
+
+
+def safetensors_header(path: Path, *, error: type[ZooError] = CheckpointError) -> dict[str, tuple[str, tuple]]:
+    """``{tensor name: (dtype, shape)}`` of a safetensors file, its data unread; a bad file is an ``error``."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
+    except SafetensorError as exc:
+        # Only a file safetensors refused is diagnosed: a valid header's length may start with any byte.
+        reason = _not_safetensors(path) or f"{exc}; the file is truncated, damaged or of another format"
+    raise error(f"{path} is not a readable safetensors file: {reason}")
+
+
+def read_safetensors(
+    path: Path, *, sha256: str | None = None, record: Path | None = None, error: type[ZooError] = CheckpointError
+) -> dict[str, torch.Tensor]:
+    """Every tensor of a safetensors file on the CPU, after its header and (when given) checksum are checked."""
+    from safetensors.torch import load_file
+
+    safetensors_header(path, error=error)
+    verify_checksum(path, sha256, record, error=error)
+    try:
+        return load_file(str(path), device="cpu")
+    except SafetensorError as exc:
+        raise error(f"{path} is not a readable safetensors file: {exc}") from None
+
+
+def read_torch_file(path: Path, *, error: type[ZooError] = CheckpointError) -> Any:
+    """``torch.load(weights_only=True)`` of ``path``: a file holding code is refused, a damaged one named."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except OSError:
+        raise
+    except pickle.UnpicklingError as exc:
+        if "weights only" not in str(exc).lower():
+            raise error(f"{path} cannot be read ({_first_line(exc)}): the file is truncated or damaged") from None
+        found = re.search(r"Unsupported (?:global|operand)[^\n]*", str(exc))
+        detail = f" ({found.group(0).rstrip('.')})" if found else ""
+        raise error(
+            f"{path} is refused: it holds Python objects other than tensors{detail}, and loading them could run "
+            "code. Only plain tensors and containers of them are read (torch.load weights_only=True)"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - torch reports a damaged archive with many exception types
+        raise error(
+            f"{path} cannot be read as a torch file ({type(exc).__name__}: {_first_line(exc)}): "
+            "the file is truncated or damaged"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
