@@ -172,6 +172,23 @@ def test_plugin_components_show_their_name_options_and_plugin(tmp_path):
     assert any("window=16" in t for t in mistral) and "plugin: zoo-sliding-window" in mistral
 
 
+def test_a_head_names_what_comes_out_of_it_in_its_label(tmp_path, monkeypatch):
+    from zoo.components.heads import LMHeadConfig
+    from zoo.label import Label
+
+    def label(self, kind, ctx, module, *, note=None):
+        return Label("head", "My head", ["one line"], output="my words")
+
+    monkeypatch.setattr(LMHeadConfig, "label", label)
+    texts = drawn(tmp_path, "gpt-tiny")
+    assert texts.index("My head") < texts.index("one line") < texts.index("my words")
+    assert "next-token logits" not in texts
+    data = load_recipe("bert-tiny").to_dict()
+    data.update(head={"type": "token_classification"}, num_classes=5)
+    texts = drawn(tmp_path, load_recipe(data))  # the default label: a box, and no words under it
+    assert "Head · token_classification" in texts and not any("logits" in t for t in texts)
+
+
 def test_blocks_it_does_not_recognise_are_drawn_as_their_components_in_order(tmp_path, monkeypatch):
     from zoo import draw as module
 

@@ -144,7 +144,9 @@ class ComponentConfig(StrictNumbers):
         ``kind`` is the kind it was built as, ``module`` the component as built at ``ctx`` (on the meta device)
         and ``note`` what the stack's positional encoding says inside a self-attention. The default draws it by
         its kind, its name and the options its recipe sets (``zoo.label.default_label``); override it to say
-        more, as ``cost`` is overridden.
+        more, as ``cost`` is overridden. A head's label names what comes out of it in ``Label.output``
+        (``next-token logits``, ``2 class logits``), the words under the figure's last box; without them the
+        figure ends at the head's box.
         """
         return default_label(self, kind, ctx, module, note=note)
 

@@ -2,9 +2,10 @@
 
 Every component config has ``label(kind, ctx, module, note=None) -> Label | None``: the box's colour (its kind),
 a bold title and lines of detail, for the component of that config as built at ``ctx`` (``module``, on the meta
-device). ``ComponentConfig.label`` draws any component by its kind (``default_label``): an attention by whether
-it is causal or cross and its head width, an FFN by its widths, an embedding by its output width, positions
-added to the input by their table, and each with the options its recipe sets. A config overrides it to say
+device); a head's label also names what comes out of it (``Label.output``, the words under the figure's last
+box). ``ComponentConfig.label`` draws any component by its kind (``default_label``): an attention by whether it
+is causal or cross and its head width, an FFN by its widths, an embedding by its output width, positions added
+to the input by their table, and each with the options its recipe sets. A config overrides it to say
 more, with the helpers here (``options``, ``wrap``, ``widths``)::
 
     class MyFFNConfig(ComponentConfig):
@@ -43,6 +44,8 @@ class Label:
     lines: list[str] = field(default_factory=list)
     experts: tuple[int, int] | None = None
     """(routed experts, top_k): an MoE draws a row of its experts, the top-k filled."""
+    output: str | None = None
+    """A head's: the words for what comes out of it (``next-token logits``), written under its box."""
 
 
 SKIP_OPTIONS = {"type", "num_heads", "num_kv_heads", "head_dim", "hidden", "activation", "dropout", "multiple_of"}

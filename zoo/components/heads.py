@@ -17,6 +17,7 @@ from zoo.components.ffn import activation_module
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
+from zoo.label import Label
 from zoo.limits import MAX_WIDTH
 
 
@@ -116,6 +117,11 @@ class Transform(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.activation(self.dense(x))
         return y if self.norm is None else self.norm(y)
+
+
+def _tying(tied: bool) -> str:
+    """A head's output matrix in a box's words."""
+    return "tied to the token embedding" if tied else "untied"
 
 
 def transform_params(E: int, *, bias: bool, norm: bool, norm_bias: bool) -> int:
@@ -326,6 +332,13 @@ class LMHeadConfig(ComponentConfig):
         acts = E + V + capped + (0 if self.proj_dim is None else P)
         return Cost(params=params, matmul=project + V * P, acts=acts)
 
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        E, V = ctx.d_model, ctx.vocab_size
+        width = f"linear {E} → {V}" if self.proj_dim is None else f"linear {E} → {self.proj_dim} → {V}"
+        lines = [width, _tying(self.tie_embeddings)] + (["input scaled by 1/√d_model"] if self.rescale else [])
+        output = "next-token logits" if ctx.causal else "token logits"
+        return Label("head", f"LM head · {self.type}", lines, output=output)
+
 
 class MaskedLMHeadConfig(ComponentConfig):
     type: Literal["mlm"] = "mlm"
@@ -369,6 +382,10 @@ class MaskedLMHeadConfig(ComponentConfig):
         params += (0 if self.tie_embeddings else V * E) + V * self.bias + (V if self.spare_bias else 0)
         params += (E * E + E) * self.spare_pooler + (2 * E + 2) * self.spare_nsp
         return Cost(params=params, matmul=E * E + V * E, acts=3 * E + V)
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        lines = ["dense + GELU + LayerNorm", f"linear {ctx.d_model} → {ctx.vocab_size}", _tying(self.tie_embeddings)]
+        return Label("head", f"Masked-LM head · {self.type}", lines, output="token logits (masked LM)")
 
 
 class ClassificationHeadConfig(ComponentConfig):
@@ -419,6 +436,13 @@ class ClassificationHeadConfig(ComponentConfig):
             params=pooler + heads * (E * C + C), matmul=(E * E if self.pooler else 0) + heads * E * C, per_sequence=True
         )
 
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        lines = [
+            f"pool: {self.pool}" + (", dense + tanh" if self.pooler else ""),
+            f"linear {ctx.d_model} → {ctx.num_classes}",
+        ]
+        return Label("head", "Classification head", lines, output=f"{ctx.num_classes} class logits")
+
 
 class TokenClassificationHeadConfig(ComponentConfig):
     type: Literal["token_classification"] = "token_classification"
@@ -461,6 +485,12 @@ class PoolerConfig(ComponentConfig):
     def cost(self, ctx: BuildContext) -> Cost:
         E = ctx.d_model
         return Cost(params=E * E + E, matmul=E * E, per_sequence=True)
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        E = ctx.d_model
+        return Label(
+            "head", f"Pooler · {self.type}", [f"pool: {self.pool}", f"dense {E} → {E}, tanh"], output="pooled features"
+        )
 
 
 @hookimpl

@@ -159,24 +159,15 @@ def sdpa(
 
 
 def cpu_decode(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    mask: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-    causal: bool = False,
-    scale: float | None = None,
-    softcap: float | None = None,
-    dropout_p: float = 0.0,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: torch.Tensor | None = None, **options
 ) -> torch.Tensor:
     """sdpa, with a masked single-query step written out: the CPU's decoding kernel.
 
     SDPA's masked CPU kernel tiles for many queries, and a padded batch's decoding step ran 1.16x faster written
     out (:func:`eager`; 1.05x compiled over a static cache, batch 32). ``zoo.generate`` decodes with it on the
-    CPU."""
+    CPU. The other options (``bias``, ``causal``, ...) pass on to the kernel it chooses."""
     kernel = eager if mask is not None and q.size(-2) == 1 else sdpa
-    return kernel(q, k, v, mask=mask, bias=bias, causal=causal, scale=scale, softcap=softcap, dropout_p=dropout_p)
+    return kernel(q, k, v, mask=mask, **options)
 
 
 def flex_attention(

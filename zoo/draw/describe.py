@@ -126,7 +126,8 @@ def describe(model: Any) -> tuple[list[Stack], list[str]]:
         if positional and _style(positional[1]) == "none" and stack.embedding is not None:
             stack.embedding.lines.append("no positional encoding")
         if last and head is not None:
-            stack.head, stack.output = _head_label(*head, model)
+            stack.head = _label(*head, model)
+            stack.output = stack.head.output if stack.head is not None else None
         stacks.append(stack)
     notes = [f"{s.name or 'block'} order, first to last: {_block_order(s.kinds)}" for s in stacks if len(s.kinds) > 1]
     notes += [f"also built: {p} ({m.kind} {m.name})" for p, m in top.items() if p not in used]
@@ -241,29 +242,6 @@ def _norm_label(path: str, m: Any, model: Any, where: str | None = None) -> Labe
     if where:
         label.title = f"{label.title} ({where})"
     return label
-
-
-def _head_label(path: str, m: Any, model: Any) -> tuple[Label, str | None]:
-    """The head's box and the words for what comes out of it."""
-    cfg, ctx, E = m.config, m.ctx, m.ctx.d_model
-    tied = getattr(cfg, "tie_embeddings", None)
-    tie = "tied to the token embedding" if tied else "untied"
-    if m.name == "lm":
-        proj = getattr(cfg, "proj_dim", None)
-        lines = [f"linear {E} → {ctx.vocab_size}" if proj is None else f"linear {E} → {proj} → {ctx.vocab_size}", tie]
-        if cfg.rescale:
-            lines.append("input scaled by 1/√d_model")
-        return Label("head", "LM head · lm", lines), "next-token logits" if ctx.causal else "token logits"
-    if m.name == "mlm":
-        lines = ["dense + GELU + LayerNorm", f"linear {E} → {ctx.vocab_size}", tie]
-        return Label("head", "Masked-LM head · mlm", lines), "token logits (masked LM)"
-    if m.name == "classification":
-        lines = [f"pool: {cfg.pool}" + (", dense + tanh" if cfg.pooler else ""), f"linear {E} → {ctx.num_classes}"]
-        return Label("head", "Classification head", lines), f"{ctx.num_classes} class logits"
-    if m.name == "pooler":
-        lines = [f"pool: {cfg.pool}", f"dense {E} → {E}, tanh"]
-        return Label("head", "Pooler · pooler", lines), "pooled features"
-    return _label(path, m, model), None
 
 
 def _component_label(path: str, m: Any, model: Any) -> Label:
