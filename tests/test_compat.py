@@ -46,3 +46,84 @@ def test_a_static_address_is_marked():
     t = torch.zeros(3)
     compat.mark_static_address(t)
     assert getattr(t, "_dynamo_static_input_type", None) is not None
+
+
+def test_a_dispatch_mode_sees_operators_and_pytrees_flatten():
+    seen = []
+
+    class Count(compat.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        torch.ones(2) + 1
+    assert torch.ops.aten.add.Tensor in seen
+    flat, spec = compat.tree_flatten(({"a": 1}, [2, 3]))
+    assert flat == [1, 2, 3] and compat.tree_unflatten([4, 5, 6], spec) == ({"a": 4}, [5, 6])
+
+
+def test_the_backward_pass_is_told_apart():
+    during = []
+    x = torch.ones(2, requires_grad=True)
+    x.register_hook(lambda g: during.append(compat.in_backward()))
+    (x * 2).sum().backward()
+    assert during == [True] and not compat.in_backward()
+
+
+def test_meta_kernels_run_past_every_dispatch_mode():
+    seen = []
+
+    class Count(compat.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    a, b = torch.empty(2, 3, device="meta"), torch.empty(3, 4, device="meta")
+    with Count(), compat.meta_kernels():
+        out = a @ b
+    assert out.is_meta and out.shape == (2, 4) and seen == []
+
+
+def test_fake_tensors_are_recognised():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    assert not compat.is_fake_tensor(torch.ones(1))
+    with FakeTensorMode():
+        fake = torch.ones(2)
+    assert compat.is_fake_tensor(fake)
+
+
+def test_the_fused_adamw_step_is_adamws():
+    torch.manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(5))
+    p.grad = torch.randn(5)
+    q = torch.nn.Parameter(p.detach().clone())
+    q.grad = p.grad.clone()
+    torch.optim.AdamW([q], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, foreach=False).step()
+    exp_avg, exp_avg_sq, step = torch.zeros(5), torch.zeros(5), torch.zeros(())
+    compat.foreach_add_([step], 1)
+    compat.fused_adamw_(
+        [p],
+        [p.grad],
+        [exp_avg],
+        [exp_avg_sq],
+        [],
+        [step],
+        amsgrad=False,
+        lr=1e-3,
+        beta1=0.9,
+        beta2=0.999,
+        weight_decay=0.01,
+        eps=1e-8,
+        maximize=False,
+    )
+    assert step.item() == 1.0
+    torch.testing.assert_close(p.detach(), q.detach())
+
+
+def test_dynamo_disabled_calls_the_function_before_and_after_dynamo_loads():
+    wrapped = compat.dynamo_disabled(lambda x: x + 1)
+    assert wrapped(1) == 2
+    compat.import_dynamo()
+    assert wrapped(2) == 3

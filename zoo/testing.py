@@ -41,6 +41,8 @@ import pytest
 import torch
 from torch import nn
 
+from zoo import compat
+
 __all__ = ["Case", "ComponentContract", "KernelContract", "contract_cases"]
 
 N, L = 2, 8
@@ -323,7 +325,7 @@ class ComponentContract:
 
     def test_compiles_without_graph_breaks(self, case: Case) -> None:
         self._usable(case)
-        torch._dynamo.reset()
+        compat.reset_dynamo()
         model = case.build()
         x = _inputs(case)
         compiled = torch.compile(model, fullgraph=True, backend="eager")

@@ -35,10 +35,10 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
-from .metatensor import MetaTensor, dynamo_disabled
+from zoo.compat import TorchDispatchMode, dynamo_disabled, in_backward, is_fake_tensor, tree_flatten
+
+from .metatensor import MetaTensor
 
 __all__ = ["CATEGORIES", "LiveBytes", "Segment"]
 
@@ -184,7 +184,7 @@ class LiveBytes(TorchDispatchMode):
 
     @property
     def in_backward(self) -> bool:
-        return torch._C._current_graph_task_id() != -1
+        return in_backward()
 
     # --------------------------------------------------------------------------------------- the mode
 
@@ -338,9 +338,7 @@ def _tensors_of(output: Any) -> Any:
 
 def _is_fake(t: Any) -> bool:
     """A tensor without data: zoo's ``MetaTensor`` (the plan's) or torch's ``FakeTensor``."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(t, (MetaTensor, FakeTensor))
+    return isinstance(t, MetaTensor) or is_fake_tensor(t)
 
 
 def _storages(t: Any) -> Iterable[torch.UntypedStorage]:

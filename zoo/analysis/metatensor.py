@@ -26,85 +26,26 @@ wrapper applied only once ``torch._dynamo`` is loaded (by a ``torch.compile``: b
 
 from __future__ import annotations
 
-import functools
 import importlib
-import sys
-from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from zoo.compat import (
+    TorchDispatchMode,
+    defer_dynamo_imports,
+    disabled_torch_function_impl,
+    dynamo_disabled,
+    meta_kernels,
+    tree_flatten,
+    tree_unflatten,
+)
 
 __all__ = ["MetaMode", "MetaTensor", "dynamo_disabled"]
 
 CPU = torch.device("cpu")
 META = torch.device("meta")
 _in_kernel = [False]  # while a meta kernel runs, a MetaTensor's device is meta (what it makes is meta)
-_deferred: list[bool] = []
-
-
-def dynamo_disabled(fn: Callable[..., Any], recursive: bool = True) -> Callable[..., Any]:
-    """``torch._dynamo.disable(fn)``, applied once ``torch._dynamo`` is loaded: until then nothing compiles.
-
-    torch keeps torch.compile out of every ``TorchDispatchMode``'s ``__torch_dispatch__`` and out of its
-    meta kernels written in Python with ``torch._disable_dynamo``, which imports ``torch._dynamo`` at the
-    first call: seconds. Modes here set ``_should_skip_dynamo`` False and use this instead.
-    """
-    disabled: list[Callable[..., Any]] = []
-
-    @functools.wraps(fn)
-    def inner(*args: Any, **kwargs: Any) -> Any:
-        if not disabled:
-            if "torch._dynamo" not in sys.modules:
-                return fn(*args, **kwargs)
-            disabled.append(sys.modules["torch._dynamo"].disable(fn, recursive, wrapping=False))
-        return disabled[0](*args, **kwargs)
-
-    return inner
-
-
-def _defer_dynamo_imports() -> None:
-    """Give torch's Python meta kernels (``torch._refs``, ``torch._decomp``...) wrapped in
-    ``torch._disable_dynamo`` the function that wrapper caches on its first call, as ``dynamo_disabled``:
-    the same once ``torch._dynamo`` is loaded, no import before. Where torch's wrapper is not what this
-    expects, nothing is changed (the first call imports ``torch._dynamo``, as without this)."""
-    if _deferred:
-        return
-    _deferred.append(True)
-
-    from torch._compile import _disable_dynamo
-    from torch._decomp import global_decomposition_table
-
-    code = _disable_dynamo(lambda: None).__code__
-    if not {"fn", "recursive"} <= set(code.co_freevars):
-        return
-    names = ["torch._refs", "torch._refs.nn.functional", "torch._refs.linalg", "torch._refs.special"]
-    names += ["torch._decomp.decompositions", "torch._meta_registrations", "torch._prims"]
-    found: list[Any] = [f for table in global_decomposition_table.values() for f in table.values()]
-    for name in names:
-        found += vars(importlib.import_module(name)).values()
-    seen: set[int] = set()
-    while found:  # functions, and the functions their closures and functools.wraps hold
-        obj = found.pop()
-        if not callable(obj) or id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if getattr(obj, "__code__", None) is code:
-            cells = dict(zip(code.co_freevars, obj.__closure__ or (), strict=False))
-            fn, recursive = cells["fn"].cell_contents, cells["recursive"].cell_contents
-            if getattr(fn, "__dynamo_disable", None) is None:
-                setattr(fn, "__dynamo_disable", dynamo_disabled(fn, recursive))
-        found += [c.cell_contents for c in getattr(obj, "__closure__", None) or () if _is_full(c)]
-        found.append(getattr(obj, "__wrapped__", None))
-
-
-def _is_full(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:  # an empty cell
-        return False
-    return True
 
 
 class MetaTensor(torch.Tensor):
@@ -124,7 +65,7 @@ class MetaTensor(torch.Tensor):
     def device(self) -> torch.device:  # type: ignore[override]
         return META if _in_kernel[0] else CPU
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = disabled_torch_function_impl
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -179,7 +120,7 @@ class MetaMode(TorchDispatchMode):
     """
 
     def __enter__(self) -> MetaMode:
-        _defer_dynamo_imports()
+        defer_dynamo_imports()
         # What the meta kernels import at their first call, imported outside the mode: a tensor a module
         # makes when imported inside it would be a MetaTensor (and counted by a LiveBytes inside it).
         import torch.fx.experimental.symbolic_shapes  # noqa: F401  by the meta kernels written in Python
@@ -249,8 +190,7 @@ def _kernel(func: Any, args: Any, kwargs: Any) -> Any:
     """``func`` on its meta kernel, with the device a ``MetaTensor`` reports set to meta while it runs."""
     before, _in_kernel[0] = _in_kernel[0], True
     try:
-        with torch._C._DisableTorchDispatch(), torch._C._PreserveDispatchKeyGuard():
-            torch._C._set_meta_in_tls_dispatch_include(True)  # the meta kernel, whatever the keys say
+        with meta_kernels():  # the meta kernel, whatever the keys say
             return func(*args, **kwargs)
     finally:
         _in_kernel[0] = before

@@ -143,6 +143,8 @@ class _FusedAdamW:
     def step(self) -> None:
         import torch
 
+        from zoo.compat import foreach_add_, fused_adamw_
+
         for hook in list(self._hooks["pre"].values()):
             hook(self, (), {})
         with torch.no_grad():
@@ -161,8 +163,8 @@ class _FusedAdamW:
                 for params in by_dtype.values():
                     state = [self.state[p] for p in params]
                     steps = [s["step"] for s in state]
-                    torch._foreach_add_(steps, 1)
-                    torch._fused_adamw_(
+                    foreach_add_(steps, 1)
+                    fused_adamw_(
                         params,
                         [p.grad for p in params],
                         [s["exp_avg"] for s in state],

@@ -165,6 +165,7 @@ def trace_step(
 
     from zoo.architectures.blocks import set_activation_checkpointing
     from zoo.builder import build
+    from zoo.compat import import_dynamo
     from zoo.errors import PlanError
     from zoo.train.objectives import objective_name
     from zoo.train.optim import autocast, parameter_groups
@@ -193,7 +194,7 @@ def trace_step(
     amp = _autocast_dtype(precision)
     notes: list[str] = []
     if checkpointing != "none":  # torch.utils.checkpoint reads torch._dynamo's config: import it outside the
-        import torch._dynamo  # noqa: F401  modes (tensors it makes at import would be fake and counted)
+        import_dynamo()  # modes (tensors it makes at import would be fake and counted)
     was_enabled = gc.isenabled()
     gc.disable()  # every storage freed by reference counting, at the same operator in every trace
     try:
