@@ -4,9 +4,11 @@ Loading order: read the file (safe YAML) -> resolve ``extends`` (deep merge) -> 
 validate every component spec against the config its component registered -> validate the recipe ->
 check the rules that span components. Every problem found is collected into one ``RecipeError``.
 
-``schema`` holds the models, ``loading`` the files and overrides, ``validation`` the checks,
-``json_schema`` the schema for editors; every limit on what a recipe may ask for is in ``zoo.limits`` (``limits``
-here names them too). No module here imports torch.
+``schema`` holds the models; ``loading`` loads a recipe, from ``reading`` (files, safe YAML and JSON), ``finding``
+(named recipes, paths, folders), ``extends`` (merging, ``extends`` chains) and ``overrides`` (``--set``);
+``validation`` validates one, from ``specs`` (component specs), ``rules`` (the rules that span components) and
+``report`` (the errors' wording); ``json_schema`` is the schema for editors; every limit on what a recipe may ask
+for is in ``zoo.limits`` (``limits`` here names them too). No module here imports torch.
 """
 
 from __future__ import annotations
