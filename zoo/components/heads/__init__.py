@@ -1,0 +1,47 @@
+"""Output heads: what a model turns its final hidden states (N, L, E) into.
+
+Every head has ``forward(h, *, mask=None)`` (``mask``: (N, L) bool, True on real tokens) and
+``loss(logits, labels)``; the model decides which positions the labels align with.
+
+The package holds one file per head, its module and its config: ``lm``, ``masked_lm``, ``classification`` (with
+the pooler it may apply, itself a head) and ``token_classification``; ``base`` holds what they share (the loss,
+pooling, the dense ``Transform``).
+"""
+
+from __future__ import annotations
+
+from zoo.hookspecs import hookimpl
+
+from .base import Activation, Transform, _tying, cross_entropy, pool, transform_params
+from .classification import ClassificationHead, ClassificationHeadConfig, Pooler, PoolerConfig
+from .lm import LMHead, LMHeadConfig
+from .masked_lm import MaskedLMHead, MaskedLMHeadConfig
+from .token_classification import TokenClassificationHead, TokenClassificationHeadConfig
+
+__all__ = [
+    "cross_entropy",
+    "pool",
+    "transform_params",
+    "Activation",
+    "Transform",
+    "LMHead",
+    "MaskedLMHead",
+    "ClassificationHead",
+    "Pooler",
+    "TokenClassificationHead",
+    "LMHeadConfig",
+    "MaskedLMHeadConfig",
+    "ClassificationHeadConfig",
+    "TokenClassificationHeadConfig",
+    "PoolerConfig",
+    "_tying",
+]
+
+
+@hookimpl
+def register_components(register):
+    register("head", "lm", LMHead, LMHeadConfig)
+    register("head", "mlm", MaskedLMHead, MaskedLMHeadConfig)
+    register("head", "classification", ClassificationHead, ClassificationHeadConfig)
+    register("head", "pooler", Pooler, PoolerConfig)
+    register("head", "token_classification", TokenClassificationHead, TokenClassificationHeadConfig)
