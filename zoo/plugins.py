@@ -17,7 +17,6 @@ import importlib
 import importlib.metadata
 import os
 import re
-import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +24,10 @@ from typing import Any
 
 import pluggy
 
-from . import __version__, hookspecs
+from . import __version__, hf_hooks, hookspecs
 from .errors import PluginError, ZooWarning
-from .hookspecs import PLUGIN_API_VERSION, hookspec
+from .hf_hooks import _FolderHooks
+from .hookspecs import PLUGIN_API_VERSION
 from .registry import Registry
 
 __all__ = [
@@ -66,19 +66,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.architectures",
     "zoo.hf",
 )
-
-
-class _FolderHooks:
-    """Hooks between zoo's own layers, not part of the plugin API: the built-in plugin ``zoo.hf`` reads the Hugging
-    Face folders that ``zoo.locate`` finds, for the recipe loader and ``zoo.load``, which sit below it."""
-
-    @hookspec(firstresult=True)
-    def hf_folder_recipe(self, path: Path) -> dict[str, Any] | None:
-        """The recipe (a dict) of the Hugging Face folder ``path``; its weights are not read."""
-
-    @hookspec(firstresult=True)
-    def load_hf_folder(self, path: Path, device: Any) -> Any:
-        """The model of the Hugging Face folder ``path``, its weights loaded, moved to ``device`` unless None."""
 
 
 pm = pluggy.PluginManager("zoo")
@@ -127,7 +114,6 @@ _registry: Registry | None = None
 _plugins: dict[str, PluginInfo] = {}
 _recipes: dict[str, tuple[str, Path]] = {}  # recipe name -> (plugin, the file or directory that ships it)
 _recipe_paths: list[tuple[str, Path]] = []  # (plugin, file or directory), in registration order
-_hf_families: dict[str, tuple[str, Any]] = {}  # HF model_type -> (plugin, zoo.hf.mapping.Family)
 
 
 def _normalise(name: str) -> str:
@@ -263,41 +249,14 @@ def _run_hooks(registry: Registry, info: PluginInfo, plugin: Any, attempted: dic
             except BaseException as exc:
                 _not_an_interrupt(exc)
                 raise PluginError(f"register_hf_families raised {_exception(exc)}") from exc
-            _add_hf_families(info, families)
-
-
-def _is_family(value: Any) -> bool:
-    """Whether ``value`` is a ``zoo.hf.mapping.Family``. zoo.hf is a plugin above this module, so its class is
-    looked up where it is defined, not imported: a family can only exist once ``zoo.hf.mapping`` is loaded."""
-    mapping = sys.modules.get("zoo.hf.mapping")
-    return mapping is not None and isinstance(value, mapping.Family)
-
-
-def _add_hf_families(info: PluginInfo, families: list[Any]) -> None:
-    found: dict[str, Any] = {}
-    for family in families:
-        if not _is_family(family):
-            raise PluginError(f"register_hf_families returned {family!r}, not a zoo.hf.mapping.Family")
-        model_type = family.model_type
-        owner = _hf_families.get(model_type, (None,))[0]
-        if owner is not None and _plugins[owner].builtin:
-            owner = "zoo (built-in)"
-        if owner is not None or model_type in found:
-            raise PluginError(
-                f"Hugging Face model_type '{model_type}' is imported twice: by {owner or info.name} and by plugin "
-                f"'{info.name}'"
-            )
-        found[model_type] = family
-    for model_type, family in found.items():
-        _hf_families[model_type] = (info.name, family)
-        info.hf_families.append(model_type)
+            hf_hooks.add_hf_families(info, families, _plugins)
 
 
 def hf_families() -> dict[str, Any]:
     """HF ``model_type`` -> ``zoo.hf.mapping.Family`` registered through ``register_hf_families``: the built-in
     plugin ``zoo.hf``'s families first, then the installed plugins', in load order."""
     load_plugins()
-    return {model_type: family for model_type, (_, family) in _hf_families.items()}
+    return hf_hooks.families()
 
 
 def hf_folder_recipe(path: Path) -> dict[str, Any]:
@@ -307,10 +266,7 @@ def hf_folder_recipe(path: Path) -> dict[str, Any]:
         HFImportError: the model type, class or a config option is not supported (all options named).
     """
     load_plugins()
-    recipe = pm.hook.hf_folder_recipe(path=Path(path))
-    if recipe is None:
-        raise PluginError(f"{path} is a Hugging Face folder, and no plugin reads those (zoo.hf is not registered)")
-    return recipe
+    return hf_hooks.folder_recipe(pm.hook, path)
 
 
 def load_hf_folder(path: Path, *, device: Any = None) -> Any:
@@ -320,10 +276,7 @@ def load_hf_folder(path: Path, *, device: Any = None) -> Any:
         HFImportError: an unsupported family, class or config option, or weights that do not fit the model.
     """
     load_plugins()
-    model = pm.hook.load_hf_folder(path=Path(path), device=device)
-    if model is None:
-        raise PluginError(f"{path} is a Hugging Face folder, and no plugin reads those (zoo.hf is not registered)")
-    return model
+    return hf_hooks.load_folder(pm.hook, path, device)
 
 
 def _add_recipes(info: PluginInfo, shipped: list[Path]) -> None:
@@ -349,8 +302,7 @@ def _forget(registry: Registry, name: str) -> None:
     registry.remove_plugin(name)
     for recipe in [r for r, (owner, _) in _recipes.items() if owner == name]:
         del _recipes[recipe]
-    for model_type in [t for t, (owner, _) in _hf_families.items() if owner == name]:
-        del _hf_families[model_type]
+    hf_hooks.forget_hf_families(name)
     _recipe_paths[:] = [(owner, p) for owner, p in _recipe_paths if owner != name]
     if pm.has_plugin(name):
         pm.unregister(name=name)
@@ -399,7 +351,7 @@ def load_plugins() -> Registry:
     _plugins.clear()
     _recipes.clear()
     _recipe_paths.clear()
-    _hf_families.clear()
+    hf_hooks.clear_hf_families()
     # Published before the plugins run, so a hook that looks something up sees the registry being filled.
     registry = _registry = Registry()
     try:
@@ -506,4 +458,4 @@ def reset() -> None:
     _plugins.clear()
     _recipes.clear()
     _recipe_paths.clear()
-    _hf_families.clear()
+    hf_hooks.clear_hf_families()
