@@ -165,6 +165,6 @@ def test_zoo_plugins_lists_what_the_package_registered():
 
     info = next(p for p in plugins() if p.name == "zoo-mamba")
     assert info.ok and info.api == 1
-    assert info.registered == {"attention": ["mamba", "mamba2"], "ffn": ["none"]}
-    assert info.hf_families == ["mamba", "mamba2", "jamba"]
+    assert {"mamba", "mamba2"} <= set(info.registered["attention"]) and "none" in info.registered["ffn"]
+    assert {"mamba", "mamba2", "jamba"} <= set(info.hf_families)
     assert {"mamba-130m", "mamba2-130m", "mamba-tiny", "mamba2-tiny", "jamba-tiny", "jamba-v0.1"} <= set(info.recipes)
