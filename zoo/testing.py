@@ -28,6 +28,17 @@ typo cannot pass silently.
 Attention kernels (kind ``kernel``) have a contract of their own, ``KernelContract``: each registered kernel
 equals the reference math (``eager``) on grouped heads, masks, fully masked rows, score biases, soft-caps,
 scales and causal queries after cached keys, and gives finite gradients.
+
+A plugin that ships recipes checks that each one trains with ``RecipeContract``::
+
+    from zoo.testing import RecipeContract
+
+    class TestRecipes(RecipeContract):
+        recipes = ("my-tiny", "my-other-tiny")  # named recipes (or recipe dicts / paths)
+
+For every recipe it checks that a few optimizer steps on one fixed batch give every parameter a finite
+gradient at every step and bring the loss down by at least ``min_loss_drop``. The batch is a language model's
+(token ids as their own labels); a recipe with another objective overrides ``batch()``.
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ import pytest
 import torch
 from torch import nn
 
-__all__ = ["Case", "ComponentContract", "KernelContract", "contract_cases"]
+__all__ = ["Case", "ComponentContract", "KernelContract", "RecipeContract", "contract_cases"]
 
 N, L = 2, 8
 """Batch and sequence length of the contract inputs."""
@@ -446,3 +457,62 @@ class KernelContract:
         out.square().sum().backward()
         for name, t in zip("qkv", (q, k, v), strict=True):
             assert t.grad is not None and torch.isfinite(t.grad).all(), f"{kernel_name}: {name} gradient not finite"
+
+
+class RecipeContract:
+    """Subclass as ``TestSomething`` and set ``recipes`` to the recipes to train (names, paths or dicts)."""
+
+    recipes: tuple[Any, ...] = ()
+    steps: int = 8
+    """Optimizer steps (AdamW at ``lr``) on one fixed batch of ``batch_size`` x ``seq_len`` tokens."""
+    batch_size: int = 4
+    seq_len: int = 32
+    lr: float = 3e-3
+    min_loss_drop: float = 0.5
+    """How far the last step's loss must be below the first step's."""
+
+    @pytest.fixture(autouse=True)
+    def _one_thread(self):
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(before)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "recipe" not in metafunc.fixturenames:
+            return
+        if not self.recipes:
+            raise ValueError(f"zoo.testing: {type(self).__name__}.recipes names no recipe")
+        ids = [str(r.get("name", i) if isinstance(r, dict) else r) for i, r in enumerate(self.recipes)]
+        metafunc.parametrize("recipe", self.recipes, ids=ids)
+
+    def batch(self, recipe: Any) -> dict[str, torch.Tensor]:
+        """The forward's keyword arguments for one training step of the built ``recipe`` (a ``Recipe``): a
+        language model's token ids, which are their own labels."""
+        ids = torch.randint(
+            1, recipe.vocab_size, (self.batch_size, self.seq_len), generator=torch.Generator().manual_seed(0)
+        )
+        return {"input_ids": ids, "labels": ids}
+
+    def test_recipe_trains_a_few_steps(self, recipe: Any) -> None:
+        import zoo
+
+        torch.manual_seed(0)
+        model = zoo.build(recipe).train()
+        batch = self.batch(model.recipe)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.lr)
+        losses = []
+        for step in range(self.steps):
+            loss = model(**batch).loss
+            assert loss is not None and torch.isfinite(loss), f"step {step}: the loss is {loss}"
+            optimizer.zero_grad()
+            loss.backward()
+            missing = [n for n, p in model.named_parameters() if p.grad is None]
+            assert not missing, f"step {step}: no gradient for {', '.join(missing)}"
+            bad = [n for n, p in model.named_parameters() if not torch.isfinite(p.grad).all()]
+            assert not bad, f"step {step}: non-finite gradient for {', '.join(bad)}"
+            optimizer.step()
+            losses.append(loss.item())
+        assert losses[-1] < losses[0] - self.min_loss_drop, (
+            f"the loss went {losses[0]:.3f} -> {losses[-1]:.3f}: {losses}"
+        )
