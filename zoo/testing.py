@@ -17,7 +17,9 @@ RWKV or Mamba, is placed with ``positional: none``). For every case the suite ch
 - causality (causal stacks): a later token changes no earlier output;
 - padding invariance (token inputs): padding after the sequence changes no real position;
 - cached decoding (decoders, encoder-decoders): step by step through the cache equals the full forward;
-- ``torch.compile(fullgraph=True)``: traces without a graph break and gives the same outputs;
+- ``torch.compile(fullgraph=True)``: traces without a graph break and gives the same outputs (once per
+  component example, in one of the architectures that take it: compiling is the slow check, and the
+  architectures take turns, so that each is compiled with its share of the components);
 - declared cost: the config's ``cost(ctx)`` exists and every count it declares equals the built modules';
 - config round trip: the spec survives ``model_dump`` -> validate, and the recipe validates against the
   JSON Schema of recipes (``zoo schema``).
@@ -199,6 +201,21 @@ def contract_cases(
     return cases
 
 
+def _one_architecture_each(cases: list[Case]) -> list[Case]:
+    """One case per component example: of the architectures that take it, the one chosen least often so far
+    (the first of those in registry order), so that every architecture is represented."""
+    groups: dict[tuple[str, str, str, str], list[Case]] = {}
+    for case in cases:
+        groups.setdefault((case.kind, case.name, case.plugin, repr(case.options)), []).append(case)
+    times: dict[str, int] = {}
+    chosen = []
+    for group in groups.values():
+        case = min(group, key=lambda c: times.get(c.architecture, 0))
+        times[case.architecture] = times.get(case.architecture, 0) + 1
+        chosen.append(case)
+    return chosen
+
+
 def _tokens(case: Case, length: int = L, seed: int = 1) -> torch.Tensor:
     vocab = case.recipe["vocab_size"]
     return torch.randint(1, vocab, (N, length), generator=torch.Generator().manual_seed(seed))
@@ -243,6 +260,8 @@ class ComponentContract:
             raise ValueError(f"zoo.testing: nothing registered matches plugin={self.plugin!r}, kinds={self.kinds!r}")
         wanted = getattr(metafunc.function, "applies", None)
         chosen = [c for c in cases if c.error is not None or wanted is None or wanted(c)]
+        if getattr(metafunc.function, "once_per_example", False):
+            chosen = _one_architecture_each(chosen)
         metafunc.parametrize("case", chosen, ids=[c.id for c in chosen])
 
     @staticmethod
@@ -333,6 +352,7 @@ class ComponentContract:
         _close(torch.cat(steps, dim=1), full, f"{what} decoding differs from the full forward")
 
     def test_compiles_without_graph_breaks(self, case: Case) -> None:
+        """In one architecture per example (``_one_architecture_each``): the others run the same component code."""
         self._usable(case)
         torch._dynamo.reset()
         model = case.build()
@@ -340,6 +360,8 @@ class ComponentContract:
         compiled = torch.compile(model, fullgraph=True, backend="eager")
         with torch.no_grad():
             _close(compiled(**x).logits, model(**x).logits, "the compiled model differs")
+
+    test_compiles_without_graph_breaks.once_per_example = True  # type: ignore[attr-defined]
 
     def test_declared_cost_matches_the_modules(self, case: Case) -> None:
         self._usable(case)
