@@ -63,7 +63,7 @@ def test_recipes_and_plugins_json():
     recipes = {r["name"]: r for r in json.loads(ok("recipes", "--json"))}
     assert recipes["gpt2-small"]["parameters"] == 124_439_808 and recipes["gpt2-small"]["architecture"] == "decoder"
     plugins = {p["name"]: p for p in json.loads(ok("plugins", "--json"))}
-    assert plugins["zoo.components.attention"]["registered"]["attention"] == ["mha", "gqa", "mqa", "moa"]
+    assert {"mha", "gqa", "mqa", "moa"} <= set(plugins["zoo.components.attention"]["registered"]["attention"])
 
 
 def test_build_json_is_the_component_tree():

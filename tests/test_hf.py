@@ -301,9 +301,26 @@ def saved_and_imported(name: str, folder: Path) -> Reference:
     return Reference(case, hf, from_hf(folder).eval(), folder)
 
 
+@pytest.fixture(scope="module")
+def references(tmp_path_factory) -> Any:
+    """``references(name)``: case ``name``'s reference model, saved and imported once for the whole module.
+
+    The parity tests (``ref``), the generation tests (``generator_ref``) and the Mixtral routing test share it:
+    none of them changes the models or the saved folder (greedy generation sets its own generation config).
+    """
+    made: dict[str, Reference] = {}
+
+    def reference(name: str) -> Reference:
+        if name not in made:
+            made[name] = saved_and_imported(name, tmp_path_factory.mktemp(name))
+        return made[name]
+
+    return reference
+
+
 @pytest.fixture(scope="module", params=sorted(CASES))
-def ref(request, tmp_path_factory) -> Reference:
-    return saved_and_imported(request.param, tmp_path_factory.mktemp(request.param))
+def ref(request, references) -> Reference:
+    return references(request.param)
 
 
 def padded_ids(vocab_size: int, batch: int = 3, length: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
@@ -408,8 +425,8 @@ def greedy_zoo(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module", params=GENERATORS)
-def generator_ref(request, tmp_path_factory) -> Reference:
-    return saved_and_imported(request.param, tmp_path_factory.mktemp(request.param))
+def generator_ref(request, references) -> Reference:
+    return references(request.param)
 
 
 def test_greedy_generation_matches_for_20_tokens(generator_ref):
@@ -440,8 +457,8 @@ def test_cached_decoding_equals_recomputation(generator_ref):
 
 
 @pytest.mark.parametrize("name", [n for n, c in CASES.items() if c.family == "mixtral"])
-def test_mixtral_routes_every_token_to_the_same_experts(name, tmp_path):
-    ref = saved_and_imported(name, tmp_path)
+def test_mixtral_routes_every_token_to_the_same_experts(name, references):
+    ref = references(name)
     case, hf, model = ref.case, ref.hf, ref.model
     moe_inputs: list[torch.Tensor] = []
     hooks = [b.ffn.register_forward_hook(lambda m, args, out: moe_inputs.append(args[0])) for b in model.blocks]

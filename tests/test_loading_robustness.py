@@ -238,9 +238,10 @@ def test_weights_missing_a_tensor_are_named(saved):
 
 
 class Payload:
-    """A pickle that would run a command when loaded without ``weights_only``."""
+    """A pickle that would run a command when loaded without ``weights_only``: it creates ``marker``."""
 
-    marker = Path(os.environ.get("TMPDIR", "/tmp")) / "zoo-test-payload-ran"
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
 
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
@@ -254,13 +255,13 @@ def hf(tmp_path) -> Path:
 
 def test_a_malicious_pickle_is_refused_with_a_clear_error(hf, tmp_path):
     (hf / "model.safetensors").unlink()
-    torch.save({"transformer.wte.weight": Payload()}, hf / "pytorch_model.bin")
-    Payload.marker.unlink(missing_ok=True)
+    payload = Payload(tmp_path / "payload-ran")  # this test's own file: a parallel run cannot create it
+    torch.save({"transformer.wte.weight": payload}, hf / "pytorch_model.bin")
     with pytest.raises(HFImportError) as info:
         zoo.from_hf(hf)
     assert f"{hf / 'pytorch_model.bin'} is refused: it holds Python objects other than tensors" in str(info.value)
     assert "could run code" in str(info.value)
-    assert not Payload.marker.exists()
+    assert not payload.marker.exists()
     assert_clean_error(cli("import", str(hf), "--out", str(tmp_path / "z")), "is refused", "could run code")
 
 

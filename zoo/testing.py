@@ -17,7 +17,9 @@ RWKV or Mamba, is placed with ``positional: none``). For every case the suite ch
 - causality (causal stacks): a later token changes no earlier output;
 - padding invariance (token inputs): padding after the sequence changes no real position;
 - cached decoding (decoders, encoder-decoders): step by step through the cache equals the full forward;
-- ``torch.compile(fullgraph=True)``: traces without a graph break and gives the same outputs;
+- ``torch.compile(fullgraph=True)``: traces without a graph break and gives the same outputs (once per
+  component example, in one of the architectures that take it: compiling is the slow check, and the
+  architectures take turns, so that each is compiled with its share of the components);
 - declared cost: the config's ``cost(ctx)`` exists and every count it declares equals the built modules';
 - config round trip: the spec survives ``model_dump`` -> validate, and the recipe validates against the
   JSON Schema of recipes (``zoo schema``).
@@ -28,6 +30,17 @@ typo cannot pass silently.
 Attention kernels (kind ``kernel``) have a contract of their own, ``KernelContract``: each registered kernel
 equals the reference math (``eager``) on grouped heads, masks, fully masked rows, score biases, soft-caps,
 scales and causal queries after cached keys, and gives finite gradients.
+
+A plugin that ships recipes checks that each one trains with ``RecipeContract``::
+
+    from zoo.testing import RecipeContract
+
+    class TestRecipes(RecipeContract):
+        recipes = ("my-tiny", "my-other-tiny")  # named recipes (or recipe dicts / paths)
+
+For every recipe it checks that a few optimizer steps on one fixed batch give every parameter a finite
+gradient at every step and bring the loss down by at least ``min_loss_drop``. The batch is a language model's
+(token ids as their own labels); a recipe with another objective overrides ``batch()``.
 """
 
 from __future__ import annotations
@@ -43,7 +56,7 @@ from torch import nn
 
 from zoo import compat
 
-__all__ = ["Case", "ComponentContract", "KernelContract", "contract_cases"]
+__all__ = ["Case", "ComponentContract", "KernelContract", "RecipeContract", "contract_cases"]
 
 N, L = 2, 8
 """Batch and sequence length of the contract inputs."""
@@ -190,6 +203,21 @@ def contract_cases(
     return cases
 
 
+def _one_architecture_each(cases: list[Case]) -> list[Case]:
+    """One case per component example: of the architectures that take it, the one chosen least often so far
+    (the first of those in registry order), so that every architecture is represented."""
+    groups: dict[tuple[str, str, str, str], list[Case]] = {}
+    for case in cases:
+        groups.setdefault((case.kind, case.name, case.plugin, repr(case.options)), []).append(case)
+    times: dict[str, int] = {}
+    chosen = []
+    for group in groups.values():
+        case = min(group, key=lambda c: times.get(c.architecture, 0))
+        times[case.architecture] = times.get(case.architecture, 0) + 1
+        chosen.append(case)
+    return chosen
+
+
 def _tokens(case: Case, length: int = L, seed: int = 1) -> torch.Tensor:
     vocab = case.recipe["vocab_size"]
     return torch.randint(1, vocab, (N, length), generator=torch.Generator().manual_seed(seed))
@@ -234,6 +262,8 @@ class ComponentContract:
             raise ValueError(f"zoo.testing: nothing registered matches plugin={self.plugin!r}, kinds={self.kinds!r}")
         wanted = getattr(metafunc.function, "applies", None)
         chosen = [c for c in cases if c.error is not None or wanted is None or wanted(c)]
+        if getattr(metafunc.function, "once_per_example", False):
+            chosen = _one_architecture_each(chosen)
         metafunc.parametrize("case", chosen, ids=[c.id for c in chosen])
 
     @staticmethod
@@ -324,6 +354,7 @@ class ComponentContract:
         _close(torch.cat(steps, dim=1), full, f"{what} decoding differs from the full forward")
 
     def test_compiles_without_graph_breaks(self, case: Case) -> None:
+        """In one architecture per example (``_one_architecture_each``): the others run the same component code."""
         self._usable(case)
         compat.reset_dynamo()
         model = case.build()
@@ -331,6 +362,8 @@ class ComponentContract:
         compiled = torch.compile(model, fullgraph=True, backend="eager")
         with torch.no_grad():
             _close(compiled(**x).logits, model(**x).logits, "the compiled model differs")
+
+    test_compiles_without_graph_breaks.once_per_example = True  # type: ignore[attr-defined]
 
     def test_declared_cost_matches_the_modules(self, case: Case) -> None:
         self._usable(case)
@@ -448,3 +481,62 @@ class KernelContract:
         out.square().sum().backward()
         for name, t in zip("qkv", (q, k, v), strict=True):
             assert t.grad is not None and torch.isfinite(t.grad).all(), f"{kernel_name}: {name} gradient not finite"
+
+
+class RecipeContract:
+    """Subclass as ``TestSomething`` and set ``recipes`` to the recipes to train (names, paths or dicts)."""
+
+    recipes: tuple[Any, ...] = ()
+    steps: int = 8
+    """Optimizer steps (AdamW at ``lr``) on one fixed batch of ``batch_size`` x ``seq_len`` tokens."""
+    batch_size: int = 4
+    seq_len: int = 32
+    lr: float = 3e-3
+    min_loss_drop: float = 0.5
+    """How far the last step's loss must be below the first step's."""
+
+    @pytest.fixture(autouse=True)
+    def _one_thread(self):
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(before)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "recipe" not in metafunc.fixturenames:
+            return
+        if not self.recipes:
+            raise ValueError(f"zoo.testing: {type(self).__name__}.recipes names no recipe")
+        ids = [str(r.get("name", i) if isinstance(r, dict) else r) for i, r in enumerate(self.recipes)]
+        metafunc.parametrize("recipe", self.recipes, ids=ids)
+
+    def batch(self, recipe: Any) -> dict[str, torch.Tensor]:
+        """The forward's keyword arguments for one training step of the built ``recipe`` (a ``Recipe``): a
+        language model's token ids, which are their own labels."""
+        ids = torch.randint(
+            1, recipe.vocab_size, (self.batch_size, self.seq_len), generator=torch.Generator().manual_seed(0)
+        )
+        return {"input_ids": ids, "labels": ids}
+
+    def test_recipe_trains_a_few_steps(self, recipe: Any) -> None:
+        import zoo
+
+        torch.manual_seed(0)
+        model = zoo.build(recipe).train()
+        batch = self.batch(model.recipe)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.lr)
+        losses = []
+        for step in range(self.steps):
+            loss = model(**batch).loss
+            assert loss is not None and torch.isfinite(loss), f"step {step}: the loss is {loss}"
+            optimizer.zero_grad()
+            loss.backward()
+            missing = [n for n, p in model.named_parameters() if p.grad is None]
+            assert not missing, f"step {step}: no gradient for {', '.join(missing)}"
+            bad = [n for n, p in model.named_parameters() if not torch.isfinite(p.grad).all()]
+            assert not bad, f"step {step}: non-finite gradient for {', '.join(bad)}"
+            optimizer.step()
+            losses.append(loss.item())
+        assert losses[-1] < losses[0] - self.min_loss_drop, (
+            f"the loss went {losses[0]:.3f} -> {losses[-1]:.3f}: {losses}"
+        )

@@ -10,8 +10,8 @@ A family's file, ``tests/hf_cases/<family>.py``, defines:
 - optionally ``ZOO_MODELS``: ``{name: (recipe, overrides)}``, zoo recipes whose export transformers must load
   with the same outputs;
 - optionally ``PUBLISHED``: ``{named recipe: (config class name, published config dict)}``, checked by
-  ``tests/test_hf_published.py``: the named recipe has exactly the parameters transformers builds from the
-  published config (on the meta device).
+  ``tests/test_hf_published.py``: the published config imports as the named recipe, and the named recipe has
+  exactly the parameters transformers builds from the published config (on the meta device).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import torch
 zoo_hyena = pytest.importorskip("zoo_hyena", reason="pip install -e plugins/zoo-hyena")
 
 import zoo  # noqa: E402
-from zoo.testing import ComponentContract  # noqa: E402
+from zoo.testing import ComponentContract, RecipeContract  # noqa: E402
 from zoo_hyena import HyenaOperator, direct_conv, fft_conv  # noqa: E402
 
 
@@ -87,21 +87,10 @@ class TestDecoding:
         assert memory.state_bytes_per_sequence == 2 * (2 * 3 * 64) * 2
 
 
-class TestRecipe:
-    def test_recipe_trains_a_few_steps(self):
-        torch.manual_seed(0)
-        model = zoo.build("hyena-tiny")
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        batch = ids(4, 32)
-        losses = []
-        for _ in range(8):
-            loss = model(batch, labels=batch).loss
-            optimizer.zero_grad()
-            loss.backward()
-            assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
-            optimizer.step()
-            losses.append(loss.item())
-        assert losses[-1] < losses[0] - 0.5, losses
+class TestRecipe(RecipeContract):
+    """zoo\'s recipe contract (a few optimizer steps train every recipe named here), and the recipes\' own checks."""
+
+    recipes = ("hyena-tiny",)
 
     def test_options_are_validated_before_building(self):
         with pytest.raises(zoo.RecipeError, match=r"attention\.order: Input should be greater than or equal to 2"):

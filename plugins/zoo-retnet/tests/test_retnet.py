@@ -10,7 +10,7 @@ import torch
 zoo_retnet = pytest.importorskip("zoo_retnet", reason="pip install -e plugins/zoo-retnet")
 
 import zoo  # noqa: E402
-from zoo.testing import ComponentContract  # noqa: E402
+from zoo.testing import ComponentContract, RecipeContract  # noqa: E402
 from zoo_retnet import MultiScaleRetention, retention, retention_decays  # noqa: E402
 
 
@@ -101,21 +101,10 @@ class TestDecoding:
         torch.testing.assert_close(out[:, 3:], model(x).logits, rtol=0, atol=1e-5)
 
 
-class TestRecipe:
-    def test_recipe_trains_a_few_steps(self):
-        torch.manual_seed(0)
-        model = zoo.build("retnet-tiny")
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        batch = ids(4, 32)
-        losses = []
-        for _ in range(8):
-            loss = model(batch, labels=batch).loss
-            optimizer.zero_grad()
-            loss.backward()
-            assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
-            optimizer.step()
-            losses.append(loss.item())
-        assert losses[-1] < losses[0] - 0.5, losses
+class TestRecipe(RecipeContract):
+    """zoo\'s recipe contract (a few optimizer steps train every recipe named here), and the recipes\' own checks."""
+
+    recipes = ("retnet-tiny",)
 
     def test_an_encoder_cannot_use_retention(self):
         refused = r"attention: attention 'retention' needs a causal \(decoder\) stack; the encoder is not causal"
