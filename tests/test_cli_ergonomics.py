@@ -120,7 +120,7 @@ def test_summary_fits_80_columns(recipe):
 
 def test_summary_shows_torchinfo_at_depth_one_and_reconciles_its_figures():
     out = " ".join(ok("summary", "gpt2-small").split())
-    assert "├─ModuleList: 1-3" in out and "Block: 2-" not in out  # depth 1 by default (dropout is not run in eval)
+    assert "├─ModuleList: 1-5" in out and "Block: 2-" not in out  # depth 1 by default
     assert "torchinfo reports 163,037,184 parameters: it counts a tied tensor once per module" in out
     assert "torchinfo's mult-adds (163,037,184) are batch x each module's parameters" in out
     assert "zoo's forward FLOPs: 291,648,307,200 per batch" in out

@@ -142,7 +142,7 @@ def test_a_truncated_optimizer_state_is_named_on_resume(run):
 
 def test_a_torch_file_holding_code_is_refused_on_resume(run):
     trainer_file = checkpoint_of(run) / "trainer.pt"
-    torch.save({"step": 2, "scheduler": {}, "rng": [], "payload": Payload()}, trainer_file)
+    torch.save({"step": 2, "scheduler": {}, "rng": [], "payload": Payload(run / "payload-ran")}, trainer_file)
     without_checksums(checkpoint_of(run))
     with pytest.raises(CheckpointError, match=r"trainer.pt is refused: it holds Python objects other than tensors"):
         train("gpt-tiny", out=run, device="cpu", resume=True, **FAST)

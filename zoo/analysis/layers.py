@@ -174,14 +174,14 @@ def _cut(module: nn.Module, depth: int) -> nn.Module:
 
 
 def _fitted(stats, width: int | None) -> str:
-    """torchinfo's table as text, narrowed to fit ``width`` where its contents allow: the layer-name column to its
-    longest name, the other columns (to 16 characters at least) share what is left."""
+    """torchinfo's table as text, narrowed to fit ``width`` where its contents allow: the layer-name column to the
+    longest name among the rows shown, the other columns (to 16 characters at least) share what is left."""
     if width is not None:
         f = stats.formatting
+        shown = [i for i in stats.summary_list if i.depth <= f.max_depth]  # torchinfo sizes for every row
         longest = max(
-            (len(i.get_layer_name(f.show_var_name, f.show_depth)) + i.depth * 5 + 1 for i in stats.summary_list),
-            default=0,
+            (len(i.get_layer_name(f.show_var_name, f.show_depth)) + i.depth * 5 + 1 for i in shown), default=0
         )
-        f.layer_name_width = max(longest, min(f.layer_name_width, width - 2 * 16))
+        f.layer_name_width = max(longest, min(-(-longest // 5) * 5, width - 2 * 16))
         f.col_width = max(16, min(f.col_width, (width - f.layer_name_width) // max(1, len(f.col_names))))
     return str(stats)
