@@ -139,12 +139,14 @@ def test_a_truncated_optimizer_state_is_named_on_resume(run):
     )
 
 
-def test_a_torch_file_holding_code_is_refused_on_resume(run):
+def test_a_torch_file_holding_code_is_refused_on_resume(run, tmp_path):
     trainer_file = checkpoint_of(run) / "trainer.pt"
-    torch.save({"step": 2, "scheduler": {}, "rng": [], "payload": Payload()}, trainer_file)
+    payload = Payload(tmp_path / "payload-ran")
+    torch.save({"step": 2, "scheduler": {}, "rng": [], "payload": payload}, trainer_file)
     without_checksums(checkpoint_of(run))
     with pytest.raises(CheckpointError, match=r"trainer.pt is refused: it holds Python objects other than tensors"):
         train("gpt-tiny", out=run, device="cpu", resume=True, **FAST)
+    assert not payload.marker.exists()
 
 
 def test_a_recipe_swapped_for_another_models_is_named(run):
@@ -237,9 +239,10 @@ def test_weights_missing_a_tensor_are_named(saved):
 
 
 class Payload:
-    """A pickle that would run a command when loaded without ``weights_only``."""
+    """A pickle that would run a command when loaded without ``weights_only``: it creates ``marker``."""
 
-    marker = Path(os.environ.get("TMPDIR", "/tmp")) / "zoo-test-payload-ran"
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
 
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
@@ -253,13 +256,13 @@ def hf(tmp_path) -> Path:
 
 def test_a_malicious_pickle_is_refused_with_a_clear_error(hf, tmp_path):
     (hf / "model.safetensors").unlink()
-    torch.save({"transformer.wte.weight": Payload()}, hf / "pytorch_model.bin")
-    Payload.marker.unlink(missing_ok=True)
+    payload = Payload(tmp_path / "payload-ran")  # this test's own file: a parallel run cannot create it
+    torch.save({"transformer.wte.weight": payload}, hf / "pytorch_model.bin")
     with pytest.raises(HFImportError) as info:
         zoo.from_hf(hf)
     assert f"{hf / 'pytorch_model.bin'} is refused: it holds Python objects other than tensors" in str(info.value)
     assert "could run code" in str(info.value)
-    assert not Payload.marker.exists()
+    assert not payload.marker.exists()
     assert_clean_error(cli("import", str(hf), "--out", str(tmp_path / "z")), "is refused", "could run code")
 
 

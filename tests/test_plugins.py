@@ -384,31 +384,33 @@ def test_the_guides_minimal_plugin_installs_and_builds(tmp_path):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
+    # Installed into a folder of its own, not the environment: other test processes (pytest-xdist workers, or
+    # another run) never see the plugin appear and disappear.
+    site = tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q"]
-    install = [*pip, "install", "--no-build-isolation", "--no-deps", "--no-index", "./zoo-scalenorm"]
-    subprocess.run(install, cwd=tmp_path, check=True, capture_output=True)
-    try:
-        # Fresh interpreters, so that the new entry point is read; strict, so that a failing plugin fails here.
-        env = {**os.environ, "ZOO_STRICT_PLUGINS": "1", "COLUMNS": "200"}
-        script = (
-            "import torch, zoo\n"
-            "model = zoo.build('scalenorm-tiny.yaml')\n"
-            "x = torch.randint(0, 256, (2, 8))\n"
-            "assert torch.isfinite(model(x, labels=x).loss)\n"
-            "print(type(model.blocks[0].attention_norm).__name__, model.zoo_components['final_norm'].plugin)\n"
-            "print([(p.status, p.version, p.registered) for p in zoo.plugins.plugins() if p.name == 'zoo-scalenorm'])\n"
-        )
-        run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
-        assert run.returncode == 0, run.stderr
-        assert run.stdout.splitlines() == ["ScaleNorm zoo-scalenorm", "[('ok', '0.1.0', {'norm': ['scalenorm']})]"]
-        cli = "import sys; from zoo.cli import main; sys.argv[0] = 'zoo'; main()"
-        listed = subprocess.run([sys.executable, "-c", cli, "list", "norm"], env=env, capture_output=True, text=True)
-        assert listed.returncode == 0, listed.stderr
-        assert re.search(r"scalenorm\s+\(zoo-scalenorm 0\.1\.0\)\s+ScaleNorm: the input divided by", listed.stdout)
-        # The plugin's three-line test file runs zoo's whole contract suite on ScaleNorm, and passes.
-        tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "zoo-scalenorm"]
-        ran = subprocess.run(tests, cwd=tmp_path, env=env, capture_output=True, text=True)
-        assert ran.returncode == 0, ran.stdout[-3000:]
-        assert re.search(r"^\d+ passed", ran.stdout.splitlines()[-1]), ran.stdout[-500:]
-    finally:
-        subprocess.run([*pip, "uninstall", "-y", "zoo-scalenorm"], check=True, capture_output=True)
+    install = [*pip, "install", "--no-build-isolation", "--no-deps", "--no-index", "--target", str(site)]
+    subprocess.run([*install, "./zoo-scalenorm"], cwd=tmp_path, check=True, capture_output=True)
+    # Fresh interpreters that see the folder, so that the new entry point is read; strict, so that a failing
+    # plugin fails here.
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "ZOO_STRICT_PLUGINS": "1", "COLUMNS": "200"}
+    script = (
+        "import torch, zoo\n"
+        "model = zoo.build('scalenorm-tiny.yaml')\n"
+        "x = torch.randint(0, 256, (2, 8))\n"
+        "assert torch.isfinite(model(x, labels=x).loss)\n"
+        "print(type(model.blocks[0].attention_norm).__name__, model.zoo_components['final_norm'].plugin)\n"
+        "print([(p.status, p.version, p.registered) for p in zoo.plugins.plugins() if p.name == 'zoo-scalenorm'])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["ScaleNorm zoo-scalenorm", "[('ok', '0.1.0', {'norm': ['scalenorm']})]"]
+    cli = "import sys; from zoo.cli import main; sys.argv[0] = 'zoo'; main()"
+    listed = subprocess.run([sys.executable, "-c", cli, "list", "norm"], env=env, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"scalenorm\s+\(zoo-scalenorm 0\.1\.0\)\s+ScaleNorm: the input divided by", listed.stdout)
+    # The plugin's three-line test file runs zoo's whole contract suite on ScaleNorm, and passes.
+    tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "zoo-scalenorm"]
+    ran = subprocess.run(tests, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert re.search(r"^\d+ passed", ran.stdout.splitlines()[-1]), ran.stdout[-500:]
