@@ -66,6 +66,7 @@ def zoo_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "zoo.cli", *args], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_zoo_bench_renders_at_80_columns_and_as_json(tmp_path):
     done = zoo_cli("bench", "gpt-tiny", "--batch", "1,2", "--prompt", "8", "--new", "4")
     assert done.returncode == 0, done.stderr
@@ -80,6 +81,7 @@ def test_zoo_bench_renders_at_80_columns_and_as_json(tmp_path):
     assert data["rates"]["bandwidth"] > 0 and all(c["decode_bound_s"] > 0 for c in data["cells"])
 
 
+@pytest.mark.slow
 def test_zoo_bench_errors_render_without_a_traceback():
     bad = zoo_cli("bench", "gpt-tiny", "--batch", "1,x")
     assert bad.returncode == 2 and "--batch takes comma-separated whole numbers" in bad.stderr

@@ -304,6 +304,7 @@ class TestProcess:
         result = run_zoo("--help")
         assert result.returncode == 0 and "summary" in result.stdout
 
+    @pytest.mark.slow
     def test_piped_output_is_plain_text(self):
         result = run_zoo("list", "norm")
         assert result.returncode == 0 and "rmsnorm" in result.stdout

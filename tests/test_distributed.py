@@ -68,7 +68,8 @@ def assert_same_training(run: Path, reference: Path, rel: float = 1e-4) -> None:
 TOLERANCE = {"gpt-tiny": 1e-4, "moe-tiny": 1e-3}
 
 
-@pytest.mark.parametrize("name", ["gpt-tiny", pytest.param("moe-tiny", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt-tiny", "moe-tiny"])
 def test_ddp_on_two_processes_matches_one_process(tmp_path, name):
     run = torchrun(tmp_path, name, "ddp")
     single = train(name, out=tmp_path / "single", device="cpu", **SETTINGS)

@@ -358,6 +358,7 @@ def test_recipe_that_fits_no_family_names_what_does_not_fit():
         to_hf(torch.nn.Linear(2, 2), "unused")
 
 
+@pytest.mark.slow
 def test_zoo_hf_never_imports_transformers(tmp_path):
     """The core and zoo.hf import, convert and save with transformers made unimportable."""
     script = f"""

@@ -140,12 +140,14 @@ def test_a_truncated_optimizer_state_is_named_on_resume(run):
     )
 
 
-def test_a_torch_file_holding_code_is_refused_on_resume(run):
+def test_a_torch_file_holding_code_is_refused_on_resume(run, tmp_path):
     trainer_file = checkpoint_of(run) / "trainer.pt"
-    torch.save({"step": 2, "scheduler": {}, "rng": [], "payload": Payload(run / "payload-ran")}, trainer_file)
+    payload = Payload(tmp_path / "payload-ran")
+    torch.save({"step": 2, "scheduler": {}, "rng": [], "payload": payload}, trainer_file)
     without_checksums(checkpoint_of(run))
     with pytest.raises(CheckpointError, match=r"trainer.pt is refused: it holds Python objects other than tensors"):
         train("gpt-tiny", out=run, device="cpu", resume=True, **FAST)
+    assert not payload.marker.exists()
 
 
 def test_a_recipe_swapped_for_another_models_is_named(run):

@@ -113,6 +113,7 @@ def test_meta_tensors_run_as_cpu_tensors_without_memory():
         torch.zeros(3).sum().item()  # no values
 
 
+@pytest.mark.slow
 def test_tracing_a_step_does_not_import_torch_dynamo():
     code = (
         "import sys, torch\n"
@@ -310,6 +311,7 @@ def zoo_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "zoo.cli", *args], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_zoo_plan_renders_at_80_columns_and_as_json():
     done = zoo_cli("plan", "gpt-tiny", "--gpu", "a100-40gb", "--gpus", "2", "--batch", "8", "--tokens", "1e9")
     assert done.returncode == 0, done.stderr
@@ -322,6 +324,7 @@ def test_zoo_plan_renders_at_80_columns_and_as_json():
     assert data["fits"] and data["memory"]["peak"] > 0 and data["error"] is None
 
 
+@pytest.mark.slow
 def test_zoo_plan_errors_render_without_a_traceback():
     unknown = zoo_cli("plan", "gpt-tiny", "--gpu", "tpu")
     assert unknown.returncode == 2 and "unknown accelerator 'tpu'" in unknown.stderr and "h200" in unknown.stderr
@@ -360,6 +363,7 @@ trainer.close()
 """
 
 
+@pytest.mark.slow
 def test_fsdp2_per_rank_peak_is_within_ten_percent_of_the_plan(tmp_path):
     overrides = {"train.parallel": "fsdp", "train.precision": "fp32", "train.activation_checkpointing": "every"}
     script = tmp_path / "worker.py"
