@@ -223,7 +223,12 @@ def nested_config(config: ComponentConfig, field: str) -> ComponentConfig | None
     value = getattr(config, field)
     if value is None or isinstance(value, ComponentConfig):
         return value
-    raise ValueError(
-        f"{type(config).__name__}.{field} is the unvalidated spec {value!r}: validate the component's spec with "
-        "zoo.recipe.validate_spec (or load a recipe), which turns nested specs into configs"
+    raise ValueError(unvalidated(f"{type(config).__name__}.{field}", value))
+
+
+def unvalidated(where: str, spec: Any) -> str:
+    """Why a nested spec found as written cannot be used, and how to get its config."""
+    return (
+        f"{where} is the unvalidated spec {spec!r}: validate the component's spec with zoo.recipe.validate_spec "
+        "(or load a recipe), which turns nested specs into configs"
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .config import ComponentConfig
+from .config import ComponentConfig, unvalidated
 
 if TYPE_CHECKING:
     from .config import BuildContext
@@ -74,8 +74,5 @@ def nested_cost(kind: str, spec: Any, ctx: BuildContext) -> Cost | None:
     none. ``spec`` is the validated config that a recipe's validation put in the nested field
     (``zoo.config.nested_config`` says how to get one otherwise)."""
     if not isinstance(spec, ComponentConfig):
-        raise ValueError(
-            f"the nested {kind} spec {spec!r} is not validated: validate the component's spec with "
-            "zoo.recipe.validate_spec (or load a recipe), which turns nested specs into configs"
-        )
+        raise ValueError(unvalidated(f"the nested {kind}", spec))
     return spec.cost(ctx)
