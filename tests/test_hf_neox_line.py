@@ -12,8 +12,9 @@ import torch
 import zoo
 from zoo.errors import HFExportError, HFImportError
 from zoo.hf import family_of, from_hf, hf_recipe, to_hf
-from zoo.hf._common import exact_fraction, grouped_qkv, hf_rotary_dims, stacked_qkv
+from zoo.hf._common import grouped_qkv, stacked_qkv
 from zoo.hf.io import CONFIG_FILE
+from zoo.hf.rope import exact_fraction, hf_rotary_dims
 
 
 def hf_folder(tmp_path: Path, config: dict) -> Path:

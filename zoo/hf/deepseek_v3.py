@@ -23,7 +23,7 @@ import torch
 from zoo.components.positional import yarn_mscale
 from zoo.errors import HFImportError
 
-from .llama import COMMON, COMMON_REQUIREMENTS, GATED, IGNORED, LLAMA_OPTIONS, hf_rope_parameters, hidden_act, rope_spec
+from .llama import COMMON, COMMON_REQUIREMENTS, GATED, IGNORED, LLAMA_OPTIONS, hidden_act
 from .mapping import Family, Option, Rule, dtype_name, lookup
 from .qwen2_moe import (
     DENSE_FFN_RULES,
@@ -38,6 +38,7 @@ from .qwen2_moe import (
     swiglu_rules,
     weight_rows,
 )
+from .rope import hf_rope_parameters, rope_spec
 
 ATTN, ZOO_ATTN = "model.layers.{i}.self_attn", "blocks.{i}.attention"
 

@@ -17,16 +17,8 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from ._common import (
-    BIAS_FIELDS,
-    ROPE_OPTIONS,
-    attention_biases,
-    defaults_except,
-    grouped_qkv,
-    rope_parameters,
-)
+from ._common import BIAS_FIELDS, attention_biases, defaults_except, grouped_qkv
 from .gpt2 import QKV_BIASES, QKV_WEIGHTS
-from .llama import hf_rope_parameters, rope_spec
 from .mapping import (
     ACTIVATIONS,
     HF_ACTIVATIONS,
@@ -38,6 +30,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
+from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_parameters, rope_spec
 
 LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
 

@@ -26,8 +26,8 @@ from .gemma import (
     sandwich_config,
     sandwich_recipe,
 )
-from .llama import rope_spec
 from .mapping import Family
+from .rope import rope_spec
 
 DEFAULTS: dict[str, Any] = {
     **{k: v for k, v in GEMMA_DEFAULTS.items() if k != "hidden_act"},

@@ -31,8 +31,9 @@ from .gemma import (
     sandwich_config,
     sandwich_recipe,
 )
-from .llama import LLAMA_OPTIONS, ROPE_SCALINGS, hf_rope_parameters, rope_spec
+from .llama import LLAMA_OPTIONS
 from .mapping import Family, Option
+from .rope import ROPE_SCALINGS, hf_rope_parameters, rope_spec
 
 DEFAULTS: dict[str, Any] = {
     **{k: v for k, v in GEMMA_DEFAULTS.items() if k != "hidden_act"},

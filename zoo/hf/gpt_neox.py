@@ -11,16 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import (
-    BIAS_FIELDS,
-    ROPE_OPTIONS,
-    attention_biases,
-    defaults_except,
-    grouped_qkv,
-    hf_partial_rope,
-    partial_rope,
-    same_rotary_dims,
-)
+from ._common import BIAS_FIELDS, attention_biases, defaults_except, grouped_qkv
 from .gpt2 import QKV_BIASES, QKV_WEIGHTS
 from .mapping import (
     ACTIVATIONS,
@@ -32,6 +23,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
+from .rope import ROPE_OPTIONS, hf_partial_rope, partial_rope, same_rotary_dims
 
 LAYER, BLOCK = "gpt_neox.layers.{i}", "blocks.{i}"
 

@@ -11,7 +11,7 @@ from typing import Any
 from zoo.components.positional import rotary_dims
 from zoo.errors import HFImportError
 
-from ._common import BIAS_FIELDS, attention_biases, defaults_except, rotary_fraction
+from ._common import BIAS_FIELDS, attention_biases, defaults_except
 from .mapping import (
     ACTIVATIONS,
     HF_ACTIVATIONS,
@@ -23,6 +23,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
+from .rope import rotary_fraction
 
 LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
 

@@ -21,9 +21,9 @@ from .mapping import (
     Option,
     Rule,
     dtype_name,
-    lookup,
     no_layer_overrides,
 )
+from .rope import ROPE_SCALINGS, hf_rope_parameters, rope_spec
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -101,9 +101,6 @@ MIXTRAL_DEFAULTS: dict[str, Any] = {
     "sliding_window": None,
 }
 
-ROPE_SCALINGS = {"default": "none", "linear": "linear", "llama3": "llama3"}
-"""Hugging Face ``rope_type`` -> zoo's rope ``scaling``."""
-
 GATED: dict[str, dict[str, Any]] = {
     **{act: {"type": ffn} for act, ffn in GATED_FFNS.items()},
     "gelu_pytorch_tanh": {"type": "geglu", "approximate": "tanh"},
@@ -158,44 +155,6 @@ MIXTRAL_OPTIONS = (
         "zoo's router does not multiply its input by training noise",
     ),
 )
-
-
-def rope_spec(config: dict[str, Any]) -> dict[str, Any]:
-    """zoo's rope spec: the base, and the frequency scaling of ``rope_parameters`` (5.x) / ``rope_scaling`` (4.x)."""
-    spec: dict[str, Any] = {"type": "rope", "theta": rope_theta(config)}
-    params = lookup(config, "rope_parameters", None) or config.get("rope_scaling") or {}
-    scaling = ROPE_SCALINGS[params.get("rope_type") or params.get("type") or "default"]
-    if scaling != "none":
-        spec.update(scaling=scaling, scaling_factor=float(params["factor"]))
-    if scaling == "llama3":
-        spec.update(
-            low_freq_factor=float(params.get("low_freq_factor", 1.0)),  # Meta's values where a config omits them
-            high_freq_factor=float(params.get("high_freq_factor", 4.0)),
-            original_max_len=int(params.get("original_max_position_embeddings", 8192)),
-        )
-    return spec
-
-
-def hf_rope_parameters(rope: Any) -> dict[str, Any]:
-    """The ``rope_parameters`` of a zoo rope config (the way back of ``rope_spec``)."""
-    params: dict[str, Any] = {
-        "rope_type": "default" if rope.scaling == "none" else rope.scaling,
-        "rope_theta": rope.theta,
-    }
-    if rope.scaling != "none":
-        params["factor"] = rope.scaling_factor
-    if rope.scaling == "llama3":
-        params.update(
-            low_freq_factor=rope.low_freq_factor,
-            high_freq_factor=rope.high_freq_factor,
-            original_max_position_embeddings=rope.original_max_len,
-        )
-    return params
-
-
-def rope_theta(config: dict[str, Any]) -> float:
-    """RoPE's base: in ``rope_parameters`` (transformers 5) or at the top level (transformers 4)."""
-    return float(lookup(config, "rope_parameters.rope_theta", None) or config["rope_theta"])
 
 
 def _attention(config: dict[str, Any], bias: bool) -> dict[str, Any]:

@@ -8,19 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import ROPE_OPTIONS, defaults_except
-from .llama import (
-    ACTS,
-    GATED,
-    LLAMA_DEFAULTS,
-    _attention,
-    hf_rope_parameters,
-    hidden_act,
-    rope_spec,
-    token_embedding,
-)
+from ._common import defaults_except
+from .llama import ACTS, GATED, LLAMA_DEFAULTS, _attention, hidden_act, token_embedding
 from .mapping import Family, Option, Rule, dtype_name, no_layer_overrides
 from .opt import padding_is_pad
+from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 

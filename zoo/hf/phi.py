@@ -10,15 +10,7 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from ._common import (
-    BIAS_FIELDS,
-    ROPE_OPTIONS,
-    attention_biases,
-    defaults_except,
-    hf_partial_rope,
-    partial_rope,
-    same_rotary_dims,
-)
+from ._common import BIAS_FIELDS, attention_biases, defaults_except
 from .llama import token_embedding
 from .mapping import (
     ACTIVATIONS,
@@ -30,6 +22,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
+from .rope import ROPE_OPTIONS, hf_partial_rope, partial_rope, same_rotary_dims
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 

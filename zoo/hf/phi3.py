@@ -11,17 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import (
-    SPLIT_GATE_UP,
-    defaults_except,
-    hf_partial_rope,
-    partial_rope,
-    same_rotary_dims,
-    stacked_qkv,
-)
+from ._common import SPLIT_GATE_UP, defaults_except, stacked_qkv
 from .gpt2 import QKV_WEIGHTS
 from .llama import ACTS, GATED, _config, _recipe
 from .mapping import Family, Option, Rule, no_layer_overrides
+from .rope import hf_partial_rope, partial_rope, same_rotary_dims
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 

@@ -8,17 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import (
-    BIAS_FIELDS,
-    ROPE_OPTIONS,
-    attention_biases,
-    defaults_except,
-    hf_partial_rope,
-    partial_rope,
-    same_rotary_dims,
-)
+from ._common import BIAS_FIELDS, attention_biases, defaults_except
 from .llama import ACTS, GATED, hidden_act, token_embedding
 from .mapping import Family, Option, Rule, default_head_dim, dtype_name, no_layer_overrides
+from .rope import ROPE_OPTIONS, hf_partial_rope, partial_rope, same_rotary_dims
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 

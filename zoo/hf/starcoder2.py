@@ -13,15 +13,7 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import (
-    ATTENTION,
-    IGNORED,
-    LLAMA_OPTIONS,
-    _attention,
-    hf_rope_parameters,
-    rope_spec,
-    token_embedding,
-)
+from .llama import ATTENTION, IGNORED, LLAMA_OPTIONS, _attention, token_embedding
 from .mapping import (
     ACTIVATIONS,
     HF_ACTIVATIONS,
@@ -31,6 +23,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
+from .rope import hf_rope_parameters, rope_spec
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
