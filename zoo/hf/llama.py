@@ -23,7 +23,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
-from .rope import ROPE_SCALINGS, hf_rope_parameters, rope_spec
+from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -117,16 +117,7 @@ def hidden_act(ffn: Any) -> str:
 
 
 LLAMA_OPTIONS = (
-    Option(
-        "rope_scaling",
-        lambda v: v is None or (v.get("rope_type") or v.get("type")) in ROPE_SCALINGS,
-        "zoo's rope scales frequencies linearly or by the llama3 rule only (no dynamic, yarn, longrope)",
-    ),
-    Option(
-        "rope_parameters.rope_type",
-        lambda v: v is None or v in ROPE_SCALINGS,
-        "zoo's rope scales frequencies linearly or by the llama3 rule only (no dynamic, yarn, longrope)",
-    ),
+    *ROPE_OPTIONS,
     Option(
         "rope_parameters.partial_rotary_factor",
         lambda v: v in (None, 1.0),
