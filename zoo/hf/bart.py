@@ -19,7 +19,7 @@ from zoo.architectures import decoder_start
 from zoo.errors import HFImportError
 
 from ._common import defaults_except
-from .llama import token_embedding
+from ._llama_legacy import token_embedding
 from .mapping import (
     ACTIVATIONS,
     HF_ACTIVATIONS,

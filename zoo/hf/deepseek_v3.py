@@ -23,7 +23,8 @@ import torch
 from zoo.components.positional import yarn_mscale
 from zoo.errors import HFImportError
 
-from .llama import COMMON, COMMON_REQUIREMENTS, GATED, IGNORED, LLAMA_OPTIONS, hidden_act
+from ._llama_legacy import COMMON_REQUIREMENTS, LLAMA_OPTIONS
+from .llama import COMMON, GATED, IGNORED, hidden_act
 from .mapping import Family, Option, Rule, dtype_name, lookup
 from .qwen2_moe import (
     DENSE_FFN_RULES,

@@ -20,7 +20,8 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import BLOCK, GATED, IGNORED, LAYER, LLAMA_OPTIONS, LLAMA_RULES, _config, _recipe
+from ._llama_legacy import LLAMA_OPTIONS, _config, _recipe
+from .llama import BLOCK, GATED, IGNORED, LAYER, LLAMA_RULES
 from .mapping import Family, Option, Rule, no_layer_overrides
 
 # ---------------------------------------------------------------------------------------------- the table

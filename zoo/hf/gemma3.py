@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._llama_legacy import LLAMA_OPTIONS
 from .gemma import (
     CAUSAL,
     GEMMA_DEFAULTS,
@@ -31,7 +32,6 @@ from .gemma import (
     sandwich_config,
     sandwich_recipe,
 )
-from .llama import LLAMA_OPTIONS
 from .mapping import Family, Option
 from .rope import ROPE_SCALINGS, hf_rope_parameters, rope_spec
 

@@ -25,6 +25,8 @@ from torch import nn
 
 Tensors = Sequence[torch.Tensor]
 
+MISSING = object()
+
 
 @dataclass(frozen=True)
 class Transform:
@@ -200,8 +202,6 @@ def compare(
 
 # ---------------------------------------------------------------------------------------------- configs
 
-MISSING = object()
-
 
 def lookup(data: Mapping[str, Any], dotted: str, default: Any = MISSING) -> Any:
     """``data["a"]["b"]`` for ``"a.b"``; ``default`` where a key is absent or a parent is not a mapping."""
@@ -220,6 +220,8 @@ class Option:
     key: str
     supported: Callable[[Any], bool]
     why: str
+    export: Any = MISSING
+    """The value a family table writes for the key on export (``MISSING``: none)."""
 
 
 def unsupported(config: Mapping[str, Any], options: Iterable[Option]) -> list[str]:
@@ -304,6 +306,8 @@ class Family:
     """Config keys the translation does not read, each with why that leaves the network as zoo builds it (on
     top of ``COMMON_UNREAD``). Every key of the family's config is read (``defaults``), checked (``options``)
     or named here: a test walks them all, so a new option of a new transformers cannot pass unnoticed."""
+    table: Any = None
+    """The ``zoo.hf.table.Table`` this family's translation is generated from (None: written by hand)."""
 
     @property
     def unread_keys(self) -> dict[str, str]:
@@ -316,6 +320,32 @@ class Family:
 
     def misfits(self, recipe: Any) -> list[str]:
         return misfits(recipe, self.requirements)
+
+    def derive(
+        self,
+        name: str,
+        *,
+        classes: tuple[str, ...],
+        rows: tuple[Any, ...] = (),
+        drop: tuple[str, ...] = (),
+        defaults: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> Family:
+        """A family written as its difference from this one (which must be a table): ``rows`` replace this
+        table's rows of the same key, path or name (or are added), the rows of the keys in ``drop`` go, and
+        ``defaults`` changes the defaults of inherited keys. The weight table, ignored names, prefixes and layout
+        are this family's unless ``changes`` says otherwise."""
+        if self.table is None:
+            raise ValueError(f"{self.name} is not written as a table; derive from one that is")
+        inherited = {
+            "rules": self.rules,
+            "ignored": self.ignored,
+            "base_prefix": self.base_prefix,
+            "head_prefixes": self.head_prefixes,
+            "layout": self.layout,
+        }
+        table = self.table.derive(rows, drop, defaults or {})
+        return table.family(name, classes=classes, **{**inherited, **changes})
 
 
 # ---------------------------------------------------------------------------------------------- shared facts

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import defaults_except
-from .llama import ACTS, GATED, LLAMA_DEFAULTS, _attention, hidden_act, token_embedding
+from ._llama_legacy import LLAMA_DEFAULTS, _attention, token_embedding
+from .llama import ACTS, GATED, hidden_act
 from .mapping import Family, Option, Rule, dtype_name, no_layer_overrides
 from .opt import padding_is_pad
 from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec

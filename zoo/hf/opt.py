@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import BIAS_FIELDS, attention_biases, defaults_except
-from .llama import token_embedding
+from ._llama_legacy import token_embedding
 from .mapping import (
     ACTIVATIONS,
     HF_ACTIVATIONS,

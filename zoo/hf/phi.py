@@ -11,7 +11,7 @@ from typing import Any
 from zoo.errors import HFImportError
 
 from ._common import BIAS_FIELDS, attention_biases, defaults_except
-from .llama import token_embedding
+from ._llama_legacy import token_embedding
 from .mapping import (
     ACTIVATIONS,
     HF_ACTIVATIONS,

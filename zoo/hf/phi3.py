@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import SPLIT_GATE_UP, defaults_except, stacked_qkv
+from ._llama_legacy import _config, _recipe
 from .gpt2 import QKV_WEIGHTS
-from .llama import ACTS, GATED, _config, _recipe
+from .llama import ACTS, GATED
 from .mapping import Family, Option, Rule, no_layer_overrides
 from .rope import hf_partial_rope, partial_rope, same_rotary_dims
 

@@ -7,7 +7,7 @@ Qwen2Config's rule: with ``use_sliding_window``, the layers from ``max_window_la
 ``sliding_window`` says). zoo writes the sliding layers as ``layers:`` overrides that set the attention's
 ``window`` (every layer, when all slide: the recipe's attention), and exports ``layer_types`` explicitly.
 
-The helpers of this file serve Qwen3 (``zoo/hf/qwen3.py``) too.
+Qwen3 (``zoo/hf/qwen3.py``) derives from this table.
 """
 
 from __future__ import annotations
@@ -16,38 +16,11 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import (
-    ACTS,
-    COMMON_REQUIREMENTS,
-    GATED,
-    IGNORED,
-    LLAMA_DEFAULTS,
-    LLAMA_OPTIONS,
-    LLAMA_RULES,
-    _config,
-    _recipe,
-)
-from .mapping import Family, Option
+from .llama import LLAMA
+from .mapping import Option
+from .table import Computed, Fixed
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
-
-WINDOW_DEFAULTS: dict[str, Any] = {
-    "use_sliding_window": False,
-    "sliding_window": 4096,
-    "max_window_layers": 28,
-    "layer_types": None,
-}
-"""The sliding-window keys of Qwen2Config and Qwen3Config, with their defaults."""
-
-QWEN2_DEFAULTS: dict[str, Any] = {
-    **{k: v for k, v in LLAMA_DEFAULTS.items() if k not in ("attention_bias", "mlp_bias")},
-    "vocab_size": 151936,
-    "intermediate_size": 22016,
-    "num_key_value_heads": 32,
-    "max_position_embeddings": 32768,
-    **WINDOW_DEFAULTS,
-}
-"""Qwen2Config's defaults. It has no head_dim attribute, but Qwen2Attention reads one a config.json gives."""
 
 WINDOW_OPTIONS = (
     Option(
@@ -78,12 +51,13 @@ def sliding_layers(config: dict[str, Any]) -> tuple[int | None, list[int]]:
 
 
 def with_sliding_layers(recipe: dict[str, Any], window: int | None, sliding: list[int]) -> dict[str, Any]:
-    """``recipe`` with ``window`` on the attention of the ``sliding`` layers (of all: on the recipe's attention)."""
+    """The recipe paths that put ``window`` on the attention of the ``sliding`` layers (of all: on the recipe's
+    attention)."""
     if not sliding:
-        return recipe
+        return {}
     if len(sliding) == recipe["num_layers"]:
-        return {**recipe, "attention": {**recipe["attention"], "window": window}}
-    return {**recipe, "layers": [{"select": sliding, "attention": {**recipe["attention"], "window": window}}]}
+        return {"attention.window": window}
+    return {"layers": [{"select": sliding, "attention": {**recipe["attention"], "window": window}}]}
 
 
 def layer_windows(recipe: Any) -> list[int | None]:
@@ -127,40 +101,36 @@ def qkv_biases(recipe: Any) -> str | None:
     return None
 
 
-def qwen2_recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    ffn = {**GATED[config["hidden_act"]], "hidden": config["intermediate_size"], "bias": False}
-    recipe = _recipe(config, ffn, True)
-    recipe["attention"]["o_bias"] = False
-    return with_sliding_layers(recipe, *sliding_layers(config))
-
-
-def qwen2_config(recipe, weights) -> dict[str, Any]:
-    return {**_config(recipe, weights, recipe.ffn, "blocks.0.ffn.up_proj.weight"), **hf_sliding_layers(recipe)}
-
-
-BIAS_KEYS = ("attention.q_bias", "attention.k_bias", "attention.v_bias", "attention.o_bias")
-
-LAYERED_REQUIREMENTS = {
-    **{k: v for k, v in COMMON_REQUIREMENTS.items() if k not in BIAS_KEYS},
-    "layers": only_windows_differ,
-    "ffn.type": tuple(ACTS),
-    "ffn.bias": False,
-}
-"""Llama's requirements, but layers may differ in their window (which projections have biases is each family's)."""
-
-QWEN2 = Family(
-    name="qwen2",
-    model_type="qwen2",
-    classes=("Qwen2ForCausalLM",),
-    base_prefix="model.",
-    head_prefixes=("lm_head.",),
-    defaults=QWEN2_DEFAULTS,
-    options=(*LLAMA_OPTIONS, *WINDOW_OPTIONS),
-    rules=LLAMA_RULES,
-    ignored=IGNORED,
-    requirements={**LAYERED_REQUIREMENTS, "attention.biases": qkv_biases},
-    recipes=("qwen2.5-0.5b",),
-    recipe=qwen2_recipe,
-    config=qwen2_config,
-    hf_class=lambda recipe: "Qwen2ForCausalLM",
+WINDOWS = Computed(
+    "sliding layers",
+    keys={"use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28, "layer_types": None},
+    paths=("attention.window", "layers"),
+    read=lambda config, recipe: with_sliding_layers(recipe, *sliding_layers(config)),
+    write=lambda recipe, weights: hf_sliding_layers(recipe),
+    requires={"layers": only_windows_differ},
+    last=True,  # its layer overrides copy the attention as the other rows made it
 )
+
+QKV_BIASES = Computed(
+    "biases",
+    keys={},
+    paths=("attention.bias", "attention.q_bias", "attention.k_bias", "attention.v_bias", "attention.o_bias"),
+    read=lambda config, recipe: {"attention.bias": True, "attention.o_bias": False},
+    write=lambda recipe, weights: {},
+    requires={"attention.biases": qkv_biases},
+)
+
+QWEN2 = LLAMA.derive(
+    "qwen2",
+    classes=("Qwen2ForCausalLM",),
+    recipes=("qwen2.5-0.5b",),
+    drop=("attention_bias", "mlp_bias", "pretraining_tp", "sliding_window", "layers"),
+    rows=(QKV_BIASES, Fixed("ffn.bias", False), WINDOWS, *WINDOW_OPTIONS),
+    defaults={
+        "vocab_size": 151936,
+        "intermediate_size": 22016,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 32768,
+    },
+)
+"""Qwen2Config's defaults. It has no head_dim attribute, but Qwen2Attention reads one a config.json gives."""

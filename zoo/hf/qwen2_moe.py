@@ -19,17 +19,8 @@ import torch
 
 from zoo.errors import HFImportError
 
-from .llama import (
-    ACTS,
-    COMMON,
-    COMMON_REQUIREMENTS,
-    GATED,
-    IGNORED,
-    LLAMA_OPTIONS,
-    _config,
-    _recipe,
-    hidden_act,
-)
+from ._llama_legacy import COMMON_REQUIREMENTS, LLAMA_OPTIONS, _config, _recipe
+from .llama import ACTS, COMMON, GATED, IGNORED, hidden_act
 from .mapping import Family, Option, Rule
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"

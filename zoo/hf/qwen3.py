@@ -1,34 +1,17 @@
 """Qwen3 (``Qwen3ForCausalLM``): Qwen2's network with QK-norm, an RMSNorm over each head's ``head_dim``
 features of the queries and of the keys (before RoPE), one ``attention_bias`` for all four projections (off
-in the published models) and ``head_dim`` 128 by default. Sliding-window layers as in Qwen2
-(``zoo/hf/qwen2.py``, whose helpers this file uses).
+in the published models) and ``head_dim`` 128 by default. Sliding-window layers as in Qwen2.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .llama import GATED, IGNORED, LLAMA_DEFAULTS, LLAMA_OPTIONS, LLAMA_RULES, _config, _recipe
-from .mapping import Family, Rule
-from .qwen2 import (
-    LAYERED_REQUIREMENTS,
-    WINDOW_DEFAULTS,
-    WINDOW_OPTIONS,
-    hf_sliding_layers,
-    sliding_layers,
-    with_sliding_layers,
-)
-
-QWEN3_DEFAULTS: dict[str, Any] = {
-    **{k: v for k, v in LLAMA_DEFAULTS.items() if k != "mlp_bias"},
-    "vocab_size": 151936,
-    "intermediate_size": 22016,
-    "num_key_value_heads": 32,
-    "head_dim": 128,
-    "max_position_embeddings": 32768,
-    **WINDOW_DEFAULTS,
-}
-"""Qwen3Config's defaults (its MLP never has biases: no mlp_bias)."""
+from .llama import LLAMA_RULES
+from .mapping import Rule
+from .qwen2 import QWEN2
+from .rows import ONE_BIAS
+from .table import Computed
 
 QWEN3_RULES = (
     *LLAMA_RULES,
@@ -50,40 +33,20 @@ def qk_norm_is_the_norm(recipe: Any) -> str | None:
     return None
 
 
-def one_bias(recipe: Any) -> str | None:
-    """A requirement: all four projections biased, or none (Qwen3's one ``attention_bias``)."""
-    on = recipe.attention.biases()
-    return None if len(set(on.values())) == 1 else f"attention biases are {on}, need all or none (attention_bias)"
+QK_NORM = Computed(
+    "qk norm",
+    keys={},
+    paths=("attention.qk_norm", "attention.qk_norm_scope"),
+    read=lambda config, recipe: {"attention.qk_norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]}},
+    write=lambda recipe, weights: {},
+    requires={"attention.qk_norm": qk_norm_is_the_norm},
+)
 
-
-def qwen3_recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    ffn = {**GATED[config["hidden_act"]], "hidden": config["intermediate_size"], "bias": False}
-    recipe = _recipe(config, ffn, bool(config["attention_bias"]))
-    recipe["attention"]["qk_norm"] = {"type": "rmsnorm", "eps": config["rms_norm_eps"]}  # qk_norm_scope: head
-    return with_sliding_layers(recipe, *sliding_layers(config))
-
-
-def qwen3_config(recipe, weights) -> dict[str, Any]:
-    return {
-        **_config(recipe, weights, recipe.ffn, "blocks.0.ffn.up_proj.weight"),
-        "attention_bias": recipe.attention.biases()["q"],
-        **hf_sliding_layers(recipe),
-    }
-
-
-QWEN3 = Family(
-    name="qwen3",
-    model_type="qwen3",
+QWEN3 = QWEN2.derive(
+    "qwen3",
     classes=("Qwen3ForCausalLM",),
-    base_prefix="model.",
-    head_prefixes=("lm_head.",),
-    defaults=QWEN3_DEFAULTS,
-    options=(*LLAMA_OPTIONS, *WINDOW_OPTIONS),
     rules=QWEN3_RULES,
-    ignored=IGNORED,
-    requirements={**LAYERED_REQUIREMENTS, "attention.qk_norm": qk_norm_is_the_norm, "attention.biases": one_bias},
     recipes=("qwen3-0.6b",),
-    recipe=qwen3_recipe,
-    config=qwen3_config,
-    hf_class=lambda recipe: "Qwen3ForCausalLM",
+    rows=(ONE_BIAS, QK_NORM),
+    defaults={"head_dim": 128},
 )

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import BIAS_FIELDS, attention_biases, defaults_except
-from .llama import ACTS, GATED, hidden_act, token_embedding
+from ._llama_legacy import token_embedding
+from .llama import ACTS, GATED, hidden_act
 from .mapping import Family, Option, Rule, default_head_dim, dtype_name, no_layer_overrides
 from .rope import ROPE_OPTIONS, hf_partial_rope, partial_rope, same_rotary_dims
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import ATTENTION, IGNORED, LLAMA_OPTIONS, _attention, token_embedding
+from ._llama_legacy import LLAMA_OPTIONS, _attention, token_embedding
+from .llama import ATTENTION, IGNORED
 from .mapping import (
     ACTIVATIONS,
     HF_ACTIVATIONS,

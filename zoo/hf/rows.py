@@ -1,0 +1,174 @@
+"""Rows that many family tables share (``zoo/hf/table.py``): the attention heads, the token embedding and its
+padding row, RoPE, a gated FFN's activation and width, the pre-norm decoder stack around them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from .mapping import GATED_FFNS, Option, no_layer_overrides
+from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
+from .table import Computed, Fixed, Key, Require, Row
+
+GATED: dict[str, dict[str, Any]] = {
+    **{act: {"type": ffn} for act, ffn in GATED_FFNS.items()},
+    "gelu_pytorch_tanh": {"type": "geglu", "approximate": "tanh"},
+}
+"""A gated FFN's HF activation (Llama's ``hidden_act``) -> the zoo gated FFN that computes it exactly."""
+
+ACTS = {ffn: act for act, ffn in GATED_FFNS.items()}
+"""zoo gated FFN -> its HF activation."""
+
+
+def hidden_act(ffn: Any) -> str:
+    """The ``hidden_act`` of a zoo gated FFN (a config or a spec dict): the way back of ``GATED``."""
+    spec = ffn if isinstance(ffn, dict) else ffn.model_dump()
+    if spec["type"] == "geglu" and spec.get("approximate", "none") == "tanh":
+        return "gelu_pytorch_tanh"
+    return ACTS[spec["type"]]
+
+
+def _heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    heads = config["num_attention_heads"]
+    kv_heads = config["num_key_value_heads"] or heads
+    out: dict[str, Any] = {"attention.type": "mha", "attention.num_heads": heads}
+    if kv_heads != heads:
+        out.update({"attention.type": "gqa", "attention.num_kv_heads": kv_heads})
+    if config["head_dim"] is not None:
+        out["attention.head_dim"] = config["head_dim"]
+    return out
+
+
+def _hf_heads(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    attention = recipe.attention
+    return {
+        "num_attention_heads": attention.num_heads,
+        "num_key_value_heads": attention.num_kv_heads,
+        "head_dim": attention.head_dim_for(recipe.d_model),
+    }
+
+
+HEADS = Computed(
+    "heads",
+    keys={"num_attention_heads": 32, "num_key_value_heads": None, "head_dim": None},
+    paths=("attention.num_heads", "attention.num_kv_heads", "attention.head_dim"),
+    read=_heads,
+    write=_hf_heads,
+    requires={"attention.type": ("mha", "gqa", "mqa")},
+)
+"""Query heads, key/value heads (MHA when equal, else GQA) and the head width."""
+
+
+def _pad(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """``nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)``, as HF builds the token table."""
+    pad = config["pad_token_id"]
+    out: dict[str, Any] = {"pad_token_id": pad, "embedding.type": "token"}
+    if pad is not None and 0 <= pad < config["vocab_size"]:
+        out["embedding.padding_idx"] = pad
+    return out
+
+
+PAD = Computed(
+    "pad",
+    keys={"pad_token_id": None},
+    paths=("pad_token_id", "embedding.padding_idx"),
+    read=_pad,
+    write=lambda recipe, weights: {"pad_token_id": recipe.pad_token_id},
+    requires={"embedding.type": "token"},
+)
+"""The pad id, and the embedding's zero-gradient row it names (when it is a row of the table)."""
+
+ROPE = Computed(
+    "rope",
+    keys={"rope_theta": 10000.0, "rope_parameters": None, "rope_scaling": None},
+    paths=("positional.*",),
+    read=lambda config, recipe: {"positional": rope_spec(config)},
+    write=lambda recipe, weights: {
+        "rope_parameters": hf_rope_parameters(recipe.positional),
+        "rope_theta": recipe.positional.theta,
+    },
+    requires={"positional.type": "rope", "positional.interleaved": False, "positional.rotary_fraction": 1.0},
+    legacy=("rope_scaling",),  # transformers 4's rope_parameters
+)
+"""RoPE over every head dim, half rotation, with its frequency scaling (``zoo/hf/rope.py``)."""
+
+FULL_ROTATION = Option(
+    "rope_parameters.partial_rotary_factor",
+    lambda v: v in (None, 1.0),
+    "this family's attention rotates every head dim",
+)
+
+
+def gated_ffn(path: str = "ffn", weight: str = "blocks.0.ffn.up_proj.weight", key: str = "intermediate_size") -> Row:
+    """A gated FFN at ``path`` (``hidden_act`` and its width ``key``); the width exported is the rows of ``weight``
+    (the recipe may leave it to a rule such as ``multiple_of``)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        return {**{f"{path}.{k}": v for k, v in GATED[config["hidden_act"]].items()}, f"{path}.hidden": config[key]}
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        return {
+            "hidden_act": hidden_act(recipe.ffn if path == "ffn" else recipe.ffn.expert),
+            key: weights[weight].shape[0],
+        }
+
+    return Computed(
+        f"gated {path}",
+        keys={"hidden_act": "silu", key: 11008},
+        paths=(f"{path}.approximate", f"{path}.hidden", f"{path}.multiple_of"),
+        read=read,
+        write=write,
+        requires={f"{path}.type": tuple(ACTS)} if path == "ffn" else {},
+    )
+
+
+BIAS_FIELDS = ("attention.bias", "attention.q_bias", "attention.k_bias", "attention.v_bias", "attention.o_bias")
+
+
+def one_bias(recipe: Any) -> str | None:
+    """A requirement: all four projections biased, or none (one ``attention_bias``)."""
+    on = recipe.attention.biases()
+    return None if len(set(on.values())) == 1 else f"attention biases are {on}, need all or none (attention_bias)"
+
+
+ONE_BIAS = Computed(
+    "biases",
+    keys={"attention_bias": False},
+    paths=BIAS_FIELDS,
+    read=lambda config, recipe: {"attention.bias": bool(config["attention_bias"])},
+    write=lambda recipe, weights: {"attention_bias": recipe.attention.biases()["q"]},
+    requires={"attention.biases": one_bias},
+)
+"""One ``attention_bias`` for the query, key, value and output projections."""
+
+ACTIVATION = Option(
+    "hidden_act",
+    lambda v: v in GATED,
+    f"zoo's gated FFNs apply {', '.join(GATED)} exactly (swiglu, geglu, reglu, geglu with approximate: tanh)",
+)
+
+PRE_NORM_DECODER: tuple[Row, ...] = (
+    Fixed("architecture", "decoder"),
+    Fixed("block.norm_position", "pre"),
+    Fixed("embed_norm", None, also=(False,), imported=False),
+    Fixed("final_norm", None, also=(True,), imported=False),
+    Fixed("type_vocab_size", 0, imported=False),
+    Require("layers", no_layer_overrides),
+    Key("vocab_size", "vocab_size", 32000),
+    Key("hidden_size", "d_model", 4096),
+    Key("num_hidden_layers", "num_layers", 32),
+    Key("max_position_embeddings", "max_len", 2048),
+    PAD,
+    HEADS,
+    ROPE,
+    *ROPE_OPTIONS,
+    FULL_ROTATION,
+    Fixed("norm.type", "rmsnorm"),
+    Key("rms_norm_eps", "norm.eps", 1e-6),
+    Fixed("head.type", "lm"),
+    Key("tie_word_embeddings", "head.tie_embeddings", False, read=bool),
+)
+"""Llama's stack: token embedding, pre-norm blocks of RoPE attention and RMSNorm, an LM head (tied or not)."""
