@@ -18,6 +18,7 @@ from zoo.errors import HFImportError
 
 from .llama import LLAMA
 from .mapping import Option
+from .rows import biases
 from .table import Computed, Fixed
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -93,14 +94,6 @@ def hf_sliding_layers(recipe: Any) -> dict[str, Any]:
     }
 
 
-def qkv_biases(recipe: Any) -> str | None:
-    """A requirement: biases on the query, key and value projections, none on the output one."""
-    on = recipe.attention.biases()
-    if on != {"q": True, "k": True, "v": True, "o": False}:
-        return f"attention biases are {on}, need q, k and v but not o (Qwen2)"
-    return None
-
-
 WINDOWS = Computed(
     "sliding layers",
     keys={"use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28, "layer_types": None},
@@ -111,21 +104,12 @@ WINDOWS = Computed(
     last=True,  # its layer overrides copy the attention as the other rows made it
 )
 
-QKV_BIASES = Computed(
-    "biases",
-    keys={},
-    paths=("attention.bias", "attention.q_bias", "attention.k_bias", "attention.v_bias", "attention.o_bias"),
-    read=lambda config, recipe: {"attention.bias": True, "attention.o_bias": False},
-    write=lambda recipe, weights: {},
-    requires={"attention.biases": qkv_biases},
-)
-
 QWEN2 = LLAMA.derive(
     "qwen2",
     classes=("Qwen2ForCausalLM",),
     recipes=("qwen2.5-0.5b",),
     drop=("attention_bias", "mlp_bias", "pretraining_tp", "sliding_window", "layers"),
-    rows=(QKV_BIASES, Fixed("ffn.bias", False), WINDOWS, *WINDOW_OPTIONS),
+    rows=(biases(True, False), Fixed("ffn.bias", False), WINDOWS, *WINDOW_OPTIONS),
     defaults={
         "vocab_size": 151936,
         "intermediate_size": 22016,

@@ -81,19 +81,30 @@ PAD = Computed(
 )
 """The pad id, and the embedding's zero-gradient row it names (when it is a row of the table)."""
 
-ROPE = Computed(
-    "rope",
-    keys={"rope_theta": 10000.0, "rope_parameters": None, "rope_scaling": None},
-    paths=("positional.*",),
-    read=lambda config, recipe: {"positional": rope_spec(config)},
-    write=lambda recipe, weights: {
-        "rope_parameters": hf_rope_parameters(recipe.positional),
-        "rope_theta": recipe.positional.theta,
-    },
-    requires={"positional.type": "rope", "positional.interleaved": False, "positional.rotary_fraction": 1.0},
-    legacy=("rope_scaling",),  # transformers 4's rope_parameters
-)
-"""RoPE over every head dim, half rotation, with its frequency scaling (``zoo/hf/rope.py``)."""
+
+def rope(*, interleaved: bool = False) -> Computed:
+    """RoPE over every head dim, with its frequency scaling (``zoo/hf/rope.py``); ``interleaved`` pairs adjacent
+    dims (GPT-J's layout) where the default rotates halves (Llama's)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        spec = rope_spec(config)
+        return {"positional": {**spec, "interleaved": True} if interleaved else spec}
+
+    return Computed(
+        "rope",
+        keys={"rope_theta": 10000.0, "rope_parameters": None, "rope_scaling": None},
+        paths=("positional.*",),
+        read=read,
+        write=lambda recipe, weights: {
+            "rope_parameters": hf_rope_parameters(recipe.positional),
+            "rope_theta": recipe.positional.theta,
+        },
+        requires={"positional.type": "rope", "positional.interleaved": interleaved, "positional.rotary_fraction": 1.0},
+        legacy=("rope_scaling",),  # transformers 4's rope_parameters
+    )
+
+
+ROPE = rope()
 
 FULL_ROTATION = Option(
     "rope_parameters.partial_rotary_factor",
@@ -128,20 +139,38 @@ def gated_ffn(path: str = "ffn", weight: str = "blocks.0.ffn.up_proj.weight", ke
 BIAS_FIELDS = ("attention.bias", "attention.q_bias", "attention.k_bias", "attention.v_bias", "attention.o_bias")
 
 
-def one_bias(recipe: Any) -> str | None:
-    """A requirement: all four projections biased, or none (one ``attention_bias``)."""
-    on = recipe.attention.biases()
-    return None if len(set(on.values())) == 1 else f"attention biases are {on}, need all or none (attention_bias)"
+def biases(qkv: str | bool, o: str | bool) -> Computed:
+    """Which attention projections have biases: ``qkv`` (the query, key and value projections alike) and ``o``
+    (the output one) are each a config key or a fixed value; the same key for both is one flag for all four."""
+
+    def value(config: dict[str, Any], flag: str | bool) -> bool:
+        return bool(config[flag]) if isinstance(flag, str) else flag
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        bias, out = value(config, qkv), value(config, o)
+        return {"attention.bias": bias} if bias == out else {"attention.bias": bias, "attention.o_bias": out}
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        on = recipe.attention.biases()
+        return {key: on[p] for key, p in ((qkv, "q"), (o, "o")) if isinstance(key, str)}
+
+    def check(recipe: Any) -> str | None:
+        on = recipe.attention.biases()
+        shown = "/".join(str(on[p]) for p in "qkvo")
+        if not on["q"] == on["k"] == on["v"] or (qkv == o and on["o"] != on["q"]):
+            return f"attention biases q/k/v/o are {shown}, needs {'q/k/v/o' if qkv == o else 'q/k/v'} alike"
+        for flag, p in ((qkv, "q"), (o, "o")):
+            if not isinstance(flag, str) and on[p] != flag:
+                return f"attention biases q/k/v/o are {shown}, needs {'q/k/v' if p == 'q' else 'o'} {flag}"
+        return None
+
+    keys = {key: False for key in (qkv, o) if isinstance(key, str)}
+    return Computed(
+        "biases", keys=keys, paths=BIAS_FIELDS, read=read, write=write, requires={"attention.biases": check}
+    )
 
 
-ONE_BIAS = Computed(
-    "biases",
-    keys={"attention_bias": False},
-    paths=BIAS_FIELDS,
-    read=lambda config, recipe: {"attention.bias": bool(config["attention_bias"])},
-    write=lambda recipe, weights: {"attention_bias": recipe.attention.biases()["q"]},
-    requires={"attention.biases": one_bias},
-)
+ONE_BIAS = biases("attention_bias", "attention_bias")
 """One ``attention_bias`` for the query, key, value and output projections."""
 
 ACTIVATION = Option(
