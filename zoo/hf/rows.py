@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .mapping import GATED_FFNS, Option, no_layer_overrides
+from .mapping import ACTIVATIONS, GATED_FFNS, HF_ACTIVATIONS, Option, no_layer_overrides
 from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
 from .table import Computed, Fixed, Key, Require, Row
 
@@ -172,6 +172,32 @@ def biases(qkv: str | bool, o: str | bool) -> Computed:
 
 ONE_BIAS = biases("attention_bias", "attention_bias")
 """One ``attention_bias`` for the query, key, value and output projections."""
+
+def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
+    """A two-layer MLP, ``down(act(up(x)))`` (Arcee, Apertus): ``hidden_act`` and ``intermediate_size``."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        act = ACTIVATIONS[config["hidden_act"]]
+        return {"ffn.type": "mlp", "ffn.activation": act, "ffn.hidden": config["intermediate_size"]}
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        return {"hidden_act": HF_ACTIVATIONS[recipe.ffn.activation], "intermediate_size": weights[weight].shape[0]}
+
+    return Computed(
+        "gated ffn",  # in place of Llama's gated FFN
+        keys={"hidden_act": "relu2", "intermediate_size": 11008},
+        paths=("ffn.activation", "ffn.hidden"),
+        read=read,
+        write=write,
+        requires={"ffn.type": "mlp", "ffn.activation": tuple(HF_ACTIVATIONS)},
+    )
+
+
+PLAIN_ACTIVATION = Option(
+    "hidden_act",
+    lambda v: v in ACTIVATIONS,
+    f"zoo's MLP applies {', '.join(ACTIVATIONS)} exactly",
+)
 
 ACTIVATION = Option(
     "hidden_act",
