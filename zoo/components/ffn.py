@@ -29,6 +29,7 @@ from zoo.registry import preset
 
 Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "silu", "identity"]
 
+
 class ReLUSquared(nn.Module):
     """``relu(x)²`` (So et al., Primer; Persimmon, Arcee)."""
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .mapping import ACTIVATIONS, GATED_FFNS, HF_ACTIVATIONS, Option, no_layer_overrides
+from .mapping import ACTIVATIONS, GATED_FFNS, HF_ACTIVATIONS, Option, Requirement, default_head_dim, no_layer_overrides
 from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
 from .table import Computed, Fixed, Key, Require, Row
 
@@ -31,34 +31,40 @@ def hidden_act(ffn: Any) -> str:
     return ACTS[spec["type"]]
 
 
-def _heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    heads = config["num_attention_heads"]
-    kv_heads = config["num_key_value_heads"] or heads
-    out: dict[str, Any] = {"attention.type": "mha", "attention.num_heads": heads}
-    if kv_heads != heads:
-        out.update({"attention.type": "gqa", "attention.num_kv_heads": kv_heads})
-    if config["head_dim"] is not None:
-        out["attention.head_dim"] = config["head_dim"]
-    return out
+def heads(*, head_dim: bool = True) -> Computed:
+    """Query heads, key/value heads (MHA when equal, else GQA) and, with ``head_dim``, the head width (without it,
+    the config has no such key: heads of ``hidden_size / num_attention_heads``)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        count = config["num_attention_heads"]
+        kv_heads = config["num_key_value_heads"] or count
+        out: dict[str, Any] = {"attention.type": "mha", "attention.num_heads": count}
+        if kv_heads != count:
+            out.update({"attention.type": "gqa", "attention.num_kv_heads": kv_heads})
+        if head_dim and config["head_dim"] is not None:
+            out["attention.head_dim"] = config["head_dim"]
+        return out
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        attention = recipe.attention
+        out = {"num_attention_heads": attention.num_heads, "num_key_value_heads": attention.num_kv_heads}
+        return {**out, "head_dim": attention.head_dim_for(recipe.d_model)} if head_dim else out
+
+    keys = {"num_attention_heads": 32, "num_key_value_heads": None, **({"head_dim": None} if head_dim else {})}
+    requires: dict[str, Requirement] = {"attention.type": ("mha", "gqa", "mqa")}
+    if not head_dim:
+        requires["attention.head_dim"] = default_head_dim
+    return Computed(
+        "heads",
+        keys=keys,
+        paths=("attention.num_heads", "attention.num_kv_heads", "attention.head_dim"),
+        read=read,
+        write=write,
+        requires=requires,
+    )
 
 
-def _hf_heads(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-    attention = recipe.attention
-    return {
-        "num_attention_heads": attention.num_heads,
-        "num_key_value_heads": attention.num_kv_heads,
-        "head_dim": attention.head_dim_for(recipe.d_model),
-    }
-
-
-HEADS = Computed(
-    "heads",
-    keys={"num_attention_heads": 32, "num_key_value_heads": None, "head_dim": None},
-    paths=("attention.num_heads", "attention.num_kv_heads", "attention.head_dim"),
-    read=_heads,
-    write=_hf_heads,
-    requires={"attention.type": ("mha", "gqa", "mqa")},
-)
+HEADS = heads()
 """Query heads, key/value heads (MHA when equal, else GQA) and the head width."""
 
 
@@ -172,6 +178,7 @@ def biases(qkv: str | bool, o: str | bool) -> Computed:
 
 ONE_BIAS = biases("attention_bias", "attention_bias")
 """One ``attention_bias`` for the query, key, value and output projections."""
+
 
 def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
     """A two-layer MLP, ``down(act(up(x)))`` (Arcee, Apertus): ``hidden_act`` and ``intermediate_size``."""
