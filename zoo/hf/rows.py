@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .mapping import ACTIVATIONS, GATED_FFNS, HF_ACTIVATIONS, Option, Requirement, default_head_dim, no_layer_overrides
-from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
+from .rope import ROPE_OPTIONS, hf_partial_rope, hf_rope_parameters, partial_rope, rope_spec, same_rotary_dims
 from .table import Computed, Fixed, Key, Require, Row
 
 GATED: dict[str, dict[str, Any]] = {
@@ -88,25 +88,37 @@ PAD = Computed(
 """The pad id, and the embedding's zero-gradient row it names (when it is a row of the table)."""
 
 
-def rope(*, interleaved: bool = False) -> Computed:
-    """RoPE over every head dim, with its frequency scaling (``zoo/hf/rope.py``); ``interleaved`` pairs adjacent
-    dims (GPT-J's layout) where the default rotates halves (Llama's)."""
+def rope(*, interleaved: bool = False, partial: bool = False) -> Computed:
+    """RoPE with its frequency scaling (``zoo/hf/rope.py``): over every head dim, or with ``partial`` over the
+    leading ``partial_rotary_factor`` of each head (GLM, Persimmon); ``interleaved`` pairs adjacent dims (GPT-J's
+    layout) where the default rotates halves (Llama's)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-        spec = rope_spec(config)
+        if partial:
+            head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+            spec = partial_rope(config, head_dim)
+        else:
+            spec = rope_spec(config)
         return {"positional": {**spec, "interleaved": True} if interleaved else spec}
 
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        rotary = recipe.positional
+        params = hf_partial_rope(rotary) if partial else hf_rope_parameters(rotary)
+        return {"rope_parameters": params, "rope_theta": rotary.theta}
+
+    keys = {"rope_theta": 10000.0, "rope_parameters": None, "rope_scaling": None}
     return Computed(
         "rope",
-        keys={"rope_theta": 10000.0, "rope_parameters": None, "rope_scaling": None},
+        keys={**keys, "partial_rotary_factor": 1.0} if partial else keys,
         paths=("positional.*",),
         read=read,
-        write=lambda recipe, weights: {
-            "rope_parameters": hf_rope_parameters(recipe.positional),
-            "rope_theta": recipe.positional.theta,
+        write=write,
+        requires={
+            "positional.type": "rope",
+            "positional.interleaved": interleaved,
+            "positional.rotary_fraction": same_rotary_dims if partial else 1.0,
         },
-        requires={"positional.type": "rope", "positional.interleaved": interleaved, "positional.rotary_fraction": 1.0},
-        legacy=("rope_scaling",),  # transformers 4's rope_parameters
+        legacy=("rope_scaling", "partial_rotary_factor") if partial else ("rope_scaling",),  # transformers 4's
     )
 
 
