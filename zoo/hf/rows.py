@@ -246,3 +246,57 @@ PRE_NORM_DECODER: tuple[Row, ...] = (
     Key("tie_word_embeddings", "head.tie_embeddings", False, read=bool),
 )
 """Llama's stack: token embedding, pre-norm blocks of RoPE attention and RMSNorm, an LM head (tied or not)."""
+
+
+# ---------------------------------------------------------------------------------------------- per-layer attention
+
+
+def per_layer_attention(recipe: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The recipe paths that give layer ``i``'s attention the fields ``changes[i]``: changes every layer shares go
+    on the recipe's attention, the others become one ``layers:`` override per distinct change."""
+    if all(change == changes[0] for change in changes):
+        return {f"attention.{field}": value for field, value in changes[0].items()}
+    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
+    for i, change in enumerate(changes):
+        groups.setdefault(repr(sorted(change.items())), (change, []))[1].append(i)
+    overrides = [
+        {"select": selector(layers, len(changes)), "attention": {**recipe["attention"], **change}}
+        for change, layers in groups.values()
+        if change
+    ]
+    return {"layers": overrides}
+
+
+def selector(indices: list[int], n: int) -> int | str | list[int]:
+    """A ``layers:`` selector for ``indices`` of ``n`` layers: an index, a slice ('3::4') or the list."""
+    if len(indices) == 1:
+        return indices[0]
+    start, step = indices[0], indices[1] - indices[0]
+    return f"{start}::{step}" if indices == list(range(start, n, step)) else indices
+
+
+def layer_attentions(recipe: Any) -> list[Any]:
+    """The attention config of every layer of a (validated) decoder recipe, overrides applied."""
+    return [placed["attention"][0] for placed in recipe.layer_plan("decoder")]
+
+
+def only_attention_differs(*fields: str) -> Requirement:
+    """A requirement: ``layers:`` overrides change nothing but these fields of the attention."""
+
+    def check(recipe: Any) -> str | None:
+        blank = dict.fromkeys(fields)
+        base = recipe.attention.model_copy(update=blank)
+        for j, override in enumerate(recipe.layers):
+            if override.norm is not None or override.ffn is not None:
+                return f"layers.{j}: overrides a norm or an FFN; only the attention's {', '.join(fields)} may differ"
+            attention = override.attention
+            if attention is not None and attention.model_copy(update=blank) != base:
+                return f"layers.{j}.attention differs from attention in more than its {', '.join(fields)}"
+        return None
+
+    return check
+
+
+def uses_rope(attention: Any) -> bool:
+    """Whether a layer's attention rotates (a NoPE layer's ``rotary`` is ``{type: none}``)."""
+    return attention.rotary is None or attention.rotary.type != "none"
