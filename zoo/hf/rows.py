@@ -5,7 +5,7 @@ padding row, RoPE, a gated FFN's activation and width, the pre-norm decoder stac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -31,9 +31,11 @@ def hidden_act(ffn: Any) -> str:
     return ACTS[spec["type"]]
 
 
-def heads(*, head_dim: bool = True) -> Computed:
+def heads(*, head_dim: bool | Literal["unless implied"] = True) -> Computed:
     """Query heads, key/value heads (MHA when equal, else GQA) and, with ``head_dim``, the head width (without it,
-    the config has no such key: heads of ``hidden_size / num_attention_heads``)."""
+    the config has no such key: heads of ``hidden_size / num_attention_heads``; ``"unless implied"``: the family's
+    config has no such field but its attention reads one a config.json gives, so it is written only when the
+    heads do not make up ``hidden_size``)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         count = config["num_attention_heads"]
@@ -48,7 +50,10 @@ def heads(*, head_dim: bool = True) -> Computed:
     def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         attention = recipe.attention
         out = {"num_attention_heads": attention.num_heads, "num_key_value_heads": attention.num_kv_heads}
-        return {**out, "head_dim": attention.head_dim_for(recipe.d_model)} if head_dim else out
+        width = attention.head_dim_for(recipe.d_model)
+        if head_dim is True or (head_dim and width * attention.num_heads != recipe.d_model):
+            out["head_dim"] = width
+        return out
 
     keys = {"num_attention_heads": 32, "num_key_value_heads": None, **({"head_dim": None} if head_dim else {})}
     requires: dict[str, Requirement] = {"attention.type": ("mha", "gqa", "mqa")}
@@ -61,6 +66,7 @@ def heads(*, head_dim: bool = True) -> Computed:
         read=read,
         write=write,
         requires=requires,
+        legacy=("head_dim",) if head_dim == "unless implied" else (),  # written only where the heads need it
     )
 
 
