@@ -13,6 +13,10 @@ REFUSED = [
     ({"model_type": "olmo", "clip_qkv": 8.0}, "clip_qkv=8.0 is not supported: zoo's attention does not clamp"),
     ({"model_type": "arcee", "hidden_act": "relu6"}, "hidden_act='relu6' is not supported: zoo's MLP applies"),
     ({"model_type": "helium", "hidden_act": "tanh"}, "hidden_act='tanh' is not supported: zoo's gated FFNs apply"),
+    (
+        {"model_type": "exaone4", "sliding_window_pattern": "LLLG", "num_hidden_layers": 4},
+        "sliding_window_pattern='LLLG' without layer_types: Exaone4Config derives layer types from an integer",
+    ),
 ]
 
 
