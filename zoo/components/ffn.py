@@ -239,7 +239,8 @@ class MLPConfig(ComponentConfig):
     def cost(self, ctx: BuildContext) -> Cost:
         E = ctx.d_model
         H = self.hidden if self.hidden is not None else 4 * E
-        return Cost(params=2 * E * H + ((H + E) if self.bias else 0), matmul=2 * E * H, acts=E + 2 * H)
+        learned = 2 if self.activation == "xielu" else 0  # xIELU's two scalars
+        return Cost(params=2 * E * H + ((H + E) if self.bias else 0) + learned, matmul=2 * E * H, acts=E + 2 * H)
 
 
 class GatedConfig(ComponentConfig):
