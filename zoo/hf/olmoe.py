@@ -10,10 +10,10 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import COMMON, MIXTRAL
-from .mapping import Rule, default_head_dim
-from .qwen2_moe import split_fused_experts
-from .qwen3_moe import MOE_RULES
+from .llama import MIXTRAL
+from .mapping import default_head_dim
+from .olmo2 import qk_norm_over_projections
+from .qwen3_moe import QWEN3_MOE
 from .rows import ONE_BIAS
 from .table import Computed, Key, Refused, Require
 
@@ -29,16 +29,6 @@ def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def qk_norm_over_projections(recipe: Any) -> str | None:
-    """A requirement: QK-norm by the recipe's own RMSNorm (``rms_norm_eps``) over each whole projection."""
-    attention = recipe.attention
-    if attention.qk_norm != recipe.norm or attention.qk_norm_scope != "projection":
-        spec = None if attention.qk_norm is None else attention.qk_norm.model_dump()
-        scope = attention.qk_norm_scope
-        return f"attention.qk_norm is {spec!r} over {scope!r}, needs the recipe's norm over each projection"
-    return None
-
-
 QK_NORM = Computed(
     "qk norm",
     keys={},
@@ -51,15 +41,8 @@ QK_NORM = Computed(
 OLMOE = MIXTRAL.derive(
     "olmoe",
     classes=("OlmoeForCausalLM",),
-    rules=(
-        *COMMON,
-        *(
-            Rule(f"model.layers.{{i}}.self_attn.{p}.weight", f"blocks.{{i}}.attention.{p}.weight")
-            for p in ("q_norm", "k_norm")
-        ),
-        *MOE_RULES,
-    ),
-    layout=split_fused_experts,
+    rules=QWEN3_MOE.rules,  # Llama's names, q_norm and k_norm, the router and the experts
+    layout=QWEN3_MOE.layout,
     recipes=("olmoe-1b-7b",),
     drop=("sliding_window", "router_jitter_noise", "num_local_experts", "attention.bias"),
     rows=(

@@ -22,7 +22,7 @@ MOE_RULES = (
     Rule(f"{moe.MLP}.gate.weight", f"{moe.FFN}.router.weight"),
     *moe.swiglu_rules(f"{moe.MLP}.experts.{{e}}", f"{moe.FFN}.experts.{{e}}"),
 )
-"""The router and the routed experts of Qwen3-MoE and OLMoE (on disk one tensor per expert)."""
+"""The router and the routed experts (on disk one tensor per expert; OLMoE's are named alike)."""
 
 
 def _experts(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -61,20 +61,12 @@ EXPERTS = Computed(
     legacy=("num_local_experts",),  # what transformers 5's to_dict calls num_experts
 )
 
-
-def _window(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    """Every layer slides, or none (Qwen3MoeConfig has no max_window_layers nor layer_types)."""
-    return {"attention.window": config["sliding_window"] if config["use_sliding_window"] else None}
-
-
-WINDOW = Computed(
+WINDOW = Computed(  # every layer slides, or none: Qwen3MoeConfig has no max_window_layers nor layer_types
     "sliding window",
     keys={"use_sliding_window": False, "sliding_window": 4096},
     paths=("attention.window",),
-    read=_window,
-    write=lambda recipe, weights: (
-        {"use_sliding_window": recipe.attention.window is not None} | {"sliding_window": recipe.attention.window}
-    ),
+    read=lambda c, r: {"attention.window": c["sliding_window"] if c["use_sliding_window"] else None},
+    write=lambda r, w: {"use_sliding_window": r.attention.window is not None, "sliding_window": r.attention.window},
 )
 
 QWEN3_MOE = QWEN3.derive(
@@ -91,10 +83,8 @@ QWEN3_MOE = QWEN3.derive(
         Key("norm_topk_prob", "ffn.normalize", False, read=bool),
         Key("router_aux_loss_coef", "ffn.aux_loss_coef", 0.001),
         EXPERTS,
-        *(
-            Option(k, lambda v: v is None or v >= 1, "no experts: a dense Qwen3 model")
-            for k in ("num_experts", "num_local_experts")
-        ),
+        Option("num_experts", lambda v: v is None or v >= 1, "a config without experts is a dense Qwen3 model"),
+        Option("num_local_experts", lambda v: v is None or v >= 1, "a config without experts is a dense Qwen3 model"),
         Option("decoder_sparse_step", lambda v: v >= 1, "the MoE layers are those whose index + 1 it divides"),
     ),
     defaults={"head_dim": None, "num_key_value_heads": 4, "hidden_size": 2048, "num_hidden_layers": 24},
