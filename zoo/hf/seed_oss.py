@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .llama import LLAMA
 from .rows import biases
-from .table import Fixed, Unread
+from .table import Unread
 
 SEED_OSS = LLAMA.derive(
     "seed_oss",
@@ -15,7 +15,6 @@ SEED_OSS = LLAMA.derive(
     recipes=("seed-oss-36b",),
     drop=("attention_bias", "sliding_window"),
     rows=(
-        Fixed("hf_family", "seed_oss", also=(None,)),  # with q/k/v biases only, its network is also Qwen2's
         biases("attention_bias", "attention_out_bias"),
         Unread("residual_dropout", "dropout on each sub-layer's output while training; off in eval"),
     ),

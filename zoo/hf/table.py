@@ -256,7 +256,11 @@ class Table:
         head_prefixes: tuple[str, ...] = ("lm_head.",),
         **extra: Any,
     ) -> Family:
-        """The ``Family`` of this table: its translation generated, its weight table and names given."""
+        """The ``Family`` of this table: its translation generated, its weight table and names given. An import
+        names the family (``hf_family``), so a checkpoint exports back as its own family even where another
+        family computes the same network (Helium's without biases is ERNIE 4.5's)."""
+        own = Fixed("hf_family", name, also=(None,))
+        self = Table((*(r for r in self.rows if not (isinstance(r, Fixed) and r.path == "hf_family")), own))
         return Family(
             name=name,
             model_type=model_type or name,
