@@ -1,7 +1,7 @@
 """RoPE's scalings as transformers computes them: the speeds and attention factor of ``ROPE_INIT_FUNCTIONS`` for
 every scaling, and the rotated queries and keys of Llama's rotary embedding (its ``dynamic_rope_update``
 included): dynamic NTK within and past the original length, LongRoPE below and above it, in one call and step by
-step; and what a config refuses."""
+step; LongRoPE's cached keys turning to the long factors with the sequence; and what a config refuses."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+import zoo
 from zoo.components import positional as P
 from zoo.config import BuildContext
 
@@ -163,6 +164,55 @@ def test_longrope_switches_factors_past_the_original_length():
     torch.testing.assert_close(rope.speeds(torch.arange(8)[None]), speeds / torch.tensor(SHORT))
     torch.testing.assert_close(rope.speeds(torch.tensor([[8]])), speeds / torch.tensor(LONG))
     assert rope.stale_after == 8 and zoo_rope("dynamic").stale_after is None
+
+
+def longrope_decoder(attention: dict) -> torch.nn.Module:
+    """A two-layer decoder whose rope switches to its long factors past 8 positions."""
+    torch.manual_seed(0)
+    recipe = {
+        "name": "longrope-tiny",
+        "architecture": "decoder",
+        "vocab_size": 50,
+        "d_model": 32,
+        "num_layers": 2,
+        "max_len": 32,
+        "attention": attention,
+        "positional": {"type": "rope", "interleaved": attention["type"] == "mla", **SCALINGS["longrope"][2]},
+        "norm": "rmsnorm",
+        "ffn": {"type": "swiglu", "hidden": 32},
+    }
+    if attention["type"] == "mla":  # 2 rotated pairs
+        recipe["positional"].update(short_factor=[1.0, 1.0], long_factor=[4.0, 16.0])
+    model = zoo.build(recipe).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))  # scores far enough from uniform that the rotation shows
+    return model
+
+
+GQA = {"type": "gqa", "num_heads": 2, "num_kv_heads": 1, "head_dim": HEAD_DIM}
+MLA = {"type": "mla", "num_heads": 2, "kv_lora_rank": 8, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4}
+
+
+@pytest.mark.parametrize("attention", [GQA, {**GQA, "window": 5}, MLA], ids=["gqa", "rolling-window", "mla"])
+@pytest.mark.parametrize("static", [False, True])
+def test_longrope_generation_recomputes_its_cache_where_it_goes_stale(attention, static):
+    """Prompts of 5 tokens (short factors) and 7 more (long ones from the ninth): generate prefills again at 9
+    tokens, so the cached tokens equal those recomputed every step (and cached keys alone would not: every
+    layer's keys past the first come from hidden states the short factors made)."""
+    from zoo.generate import generate, recompute_length
+
+    model = longrope_decoder(attention)
+    assert recompute_length(model) == 9
+    prompts = torch.randint(1, 50, (2, 5), generator=torch.Generator().manual_seed(1))
+    recomputed = generate(model, prompts, max_new_tokens=7, use_cache=False).tokens
+    assert generate(model, prompts, max_new_tokens=7, static_cache=static).tokens == recomputed
+    with torch.no_grad():  # without the new prefill, the step at 9 tokens reads short-factor keys
+        cache = model.new_cache(2, 9)
+        ids = torch.cat([prompts, torch.tensor(recomputed)[:, :4]], dim=1)
+        model(ids[:, :8], cache=cache)
+        stale = model(ids[:, 8:9], cache=cache).logits[:, -1]
+        assert not torch.allclose(stale, model(ids).logits[:, -1], atol=1e-3)
 
 
 @pytest.mark.parametrize("name", ["dynamic", "longrope"])
