@@ -23,7 +23,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
-from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
+from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec, scaling_fits
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -272,6 +272,7 @@ COMMON_REQUIREMENTS = {
     "positional.type": "rope",
     "positional.interleaved": False,
     "positional.rotary_fraction": 1.0,
+    "positional.scaling": scaling_fits,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.scale": None,
     "attention.q_bias": None,  # one attention_bias for all four projections

@@ -12,7 +12,7 @@ from ._common import defaults_except
 from .llama import ACTS, GATED, LLAMA_DEFAULTS, _attention, hidden_act, token_embedding
 from .mapping import Family, Option, Rule, dtype_name, no_layer_overrides
 from .opt import padding_is_pad
-from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
+from .rope import ROPE_OPTIONS, SCALING_FIELDS, hf_rope_parameters, rope_spec, scaling_fits
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -88,9 +88,8 @@ REQUIREMENTS = {
     "embedding.*": defaults_except("embedding", "padding_idx"),
     "embedding.padding_idx": padding_is_pad,
     "positional.type": "rope",
-    "positional.*": defaults_except(
-        "positional", "theta", "scaling", "scaling_factor", "low_freq_factor", "high_freq_factor", "original_max_len"
-    ),
+    "positional.*": defaults_except("positional", "theta", *SCALING_FIELDS),
+    "positional.scaling": scaling_fits,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.*": defaults_except(
         "attention", "num_heads", "num_kv_heads", "head_dim", "dropout", "bias", "qk_norm", "qk_norm_scope"
