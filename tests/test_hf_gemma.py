@@ -59,8 +59,8 @@ def test_irregular_layer_types_are_a_list_of_layers(tmp_path):
         ("gemma-2-2b", {"layer_types": ["full_attention"] * 3}, "layer_types has 3 entries"),
         (
             "gemma-3-1b",
-            {"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0}}},
-            "rope_parameters.full_attention.rope_type='yarn' is not supported",
+            {"rope_parameters": {"full_attention": {"rope_type": "proportional", "rope_theta": 1e6}}},
+            "rope_parameters.full_attention.rope_type='proportional' is not supported",
         ),
     ],
 )

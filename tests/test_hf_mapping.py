@@ -248,12 +248,13 @@ UNSUPPORTED = [
         r"feed_forward_proj='gated-swish' is not supported: gated T5 FFNs import as zoo's reglu, swiglu and tanh",
     ),
     (
-        {"model_type": "llama", "rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 8.0}},
-        "rope_parameters.rope_type='yarn' is not supported: zoo's rope scales frequencies linearly or by the llama3",
+        {"model_type": "llama", "rope_parameters": {"rope_type": "proportional", "rope_theta": 5e5}},
+        "rope_parameters.rope_type='proportional' is not supported: zoo's rope computes the rope types default, "
+        "linear, dynamic, yarn, longrope and llama3",
     ),
     (
-        {"model_type": "llama", "rope_scaling": {"type": "dynamic", "factor": 2.0}},
-        "rope_scaling=.*dynamic.* is not supported: zoo's rope scales frequencies linearly or by the llama3 rule",
+        {"model_type": "llama", "rope_scaling": {"type": "mrope", "mrope_section": [2, 2]}},
+        "rope_scaling=.*mrope.* is not supported: zoo's rope computes the rope types default",
     ),
     ({"model_type": "llama", "hidden_act": "gelu_fast"}, "hidden_act='gelu_fast' is not supported"),
     (

@@ -65,7 +65,10 @@ REFUSED = [
     ({"model_type": "deepseek_v3", "num_key_value_heads": 16}, "num_key_value_heads=16 is not supported"),
     ({"model_type": "deepseek_v3", "scoring_func": "softmax"}, "scoring_func='softmax' is not supported"),
     ({"model_type": "deepseek_v3", "topk_method": "greedy"}, "topk_method='greedy' is not supported"),
-    ({"model_type": "deepseek_v3", "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "no dynamic, longrope"),
+    (
+        {"model_type": "deepseek_v3", "rope_scaling": {"type": "proportional", "factor": 2.0}},
+        "rope_scaling=.*proportional.* is not supported: zoo's rope computes the rope types default",
+    ),
 ]
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .compiled import COMPILED_CACHE_QUANTUM
 from .cpu import GEMV_LAYOUT_MAX_ROWS, GEMV_LAYOUT_MIN_STEPS, cpu_decoding, few_row_products, gemv_layout
-from .loop import GenerationOutput, GenerationStats, generate
+from .loop import GenerationOutput, GenerationStats, generate, recompute_length
 from .sampling import MAX_NEW_TOKENS, check_generation, check_sampling, next_token_probs, sample_next
 from .text import generate_text
 
@@ -43,5 +43,6 @@ __all__ = [
     "generate",
     "generate_text",
     "next_token_probs",
+    "recompute_length",
     "sample_next",
 ]

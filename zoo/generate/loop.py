@@ -187,6 +187,15 @@ def _position_limit(model: nn.Module) -> int | None:
     return position_limit(recipe) if recipe is not None else None
 
 
+def recompute_length(model: nn.Module) -> int | None:
+    """The sequence length at which decoding recomputes its cache, or None: one past the shortest ``stale_after`` of
+    the model's positional encodings (LongRoPE's original length: keys cached below it are stale past it). That
+    is transformers' Phi-3 ``generate``: once the sequence reaches ``original_max_position_embeddings + 1`` tokens
+    with at most that many cached, it drops the cache and runs the whole sequence again."""
+    lengths = [m.stale_after for m in model.modules() if getattr(m, "stale_after", None) is not None]
+    return min(lengths) + 1 if lengths else None
+
+
 def _check_length(model: nn.Module, needed: int, what: str) -> None:
     recipe = getattr(model, "recipe", None)
     if recipe is not None and positions_fit(recipe, needed) is not None:
@@ -255,12 +264,14 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decod
 
     A model with a position table of ``max_len`` rows sees a window of at most ``max_len`` tokens: when the
     next token would not fit, the window restarts from the last ``max_len // 2`` tokens (a new prefill), so
-    generation can run past the table. Cached and recomputed decoding follow the same windows.
+    generation can run past the table. Cached and recomputed decoding follow the same windows. A model whose
+    cache goes stale at a length (``recompute_length``: LongRoPE) prefills the whole window again there.
     """
     ids, mask = _left_pad(prompts, pad, device)  # (N, P)
     n, p = ids.shape
     _check_length(model, p, "the prompt")
     limit = _position_limit(model)
+    stale = recompute_length(model)
     total = p + max_new_tokens
     seq = torch.full((n, total), pad, dtype=torch.long, device=device)
     seq[:, :p] = ids
@@ -293,8 +304,9 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decod
                 cache.select(keep)
             seq[:, length] = token
             length += 1
-            if limit is not None and length - start > limit:  # the window is full: restart it
-                start = length - limit // 2
+            full = limit is not None and length - start > limit
+            if full or length == stale:  # the window is full, or the cache stale: prefill it again
+                start = length - limit // 2 if full else start
                 cache.reset()
                 logits, next_position, masked = prefill(cache)
             elif decode.static:  # the cache keeps the prompt's padding: a step needs no mask

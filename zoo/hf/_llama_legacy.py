@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .mapping import Option, dtype_name, no_layer_overrides
-from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
+from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec, scaling_fits
 from .rows import GATED, hidden_act
 
 LLAMA_DEFAULTS: dict[str, Any] = {
@@ -118,6 +118,7 @@ COMMON_REQUIREMENTS = {
     "embedding.type": "token",
     "embedding.scale": False,
     "positional.type": "rope",
+    "positional.scaling": scaling_fits,
     "positional.interleaved": False,
     "positional.rotary_fraction": 1.0,
     "attention.type": ("mha", "gqa", "mqa"),

@@ -25,7 +25,7 @@ from zoo.errors import HFImportError
 
 from ._llama_legacy import COMMON_REQUIREMENTS, LLAMA_OPTIONS
 from .llama import COMMON, GATED, IGNORED, hidden_act
-from .mapping import Family, Option, Rule, dtype_name, lookup
+from .mapping import Family, Option, Rule, dtype_name
 from .qwen2_moe import (
     DENSE_FFN_RULES,
     FFN,
@@ -39,7 +39,7 @@ from .qwen2_moe import (
     swiglu_rules,
     weight_rows,
 )
-from .rope import hf_rope_parameters, rope_spec
+from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec, scaling_parameters
 
 ATTN, ZOO_ATTN = "model.layers.{i}.self_attn", "blocks.{i}.attention"
 
@@ -97,8 +97,6 @@ DEEPSEEK_V3_DEFAULTS: dict[str, Any] = {
 }
 """DeepseekV3Config's defaults of the keys the translation reads."""
 
-ROPE_TYPES = ("default", "linear", "llama3", "yarn")
-
 
 def _positive_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
@@ -106,16 +104,7 @@ def _positive_int(v: Any) -> bool:
 
 DEEPSEEK_V3_OPTIONS = (
     *(o for o in LLAMA_OPTIONS if o.key in ("rope_parameters.partial_rotary_factor", "hidden_act")),
-    Option(
-        "rope_scaling",
-        lambda v: v is None or (v.get("rope_type") or v.get("type") or "default") in ROPE_TYPES,
-        f"zoo's rope scales frequencies by {', '.join(ROPE_TYPES[1:])} only (no dynamic, longrope)",
-    ),
-    Option(
-        "rope_parameters.rope_type",
-        lambda v: v is None or v in ROPE_TYPES,
-        f"zoo's rope scales frequencies by {', '.join(ROPE_TYPES[1:])} only (no dynamic, longrope)",
-    ),
+    *ROPE_OPTIONS,
     Option(
         "quantization_config",
         lambda v: v is None,
@@ -168,32 +157,10 @@ def yarn_softmax_scale(qk_head_dim: int, params: dict[str, Any]) -> float | None
     return qk_head_dim ** (-0.5) * mscale * mscale
 
 
-def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
-    """The rope parameters of a config: ``rope_parameters`` (transformers 5) or ``rope_scaling`` (4.x), or {}."""
-    return lookup(config, "rope_parameters", None) or config.get("rope_scaling") or {}
-
-
 def deepseek_rope_spec(config: dict[str, Any]) -> dict[str, Any]:
-    """zoo's rope spec: llama's, or YaRN's with every parameter transformers' ``_compute_yarn_parameters`` reads."""
-    params = rope_parameters(config)
-    if (params.get("rope_type") or params.get("type")) != "yarn":
-        spec = rope_spec(config)
-    else:
-        original = int(params["original_max_position_embeddings"])
-        factor = params.get("factor") or config["max_position_embeddings"] / original  # transformers' fallback
-        spec = rope_spec({**config, "rope_parameters": {**params, "rope_type": "default"}, "rope_scaling": None})
-        spec.update(
-            scaling="yarn",
-            scaling_factor=float(factor),
-            original_max_len=original,
-            beta_fast=float(params.get("beta_fast") or 32),
-            beta_slow=float(params.get("beta_slow") or 1),
-            truncate=bool(params.get("truncate", True)),
-        )
-        for key in ("attention_factor", "mscale", "mscale_all_dim"):
-            if params.get(key) is not None:
-                spec[key] = float(params[key])
-    return {**spec, "interleaved": bool(config["rope_interleave"])}
+    """zoo's rope spec: the general one (YaRN's with every parameter transformers reads), on interleaved pairs
+    where ``rope_interleave`` says so."""
+    return {**rope_spec(config), "interleaved": bool(config["rope_interleave"])}
 
 
 def deepseek_v3_recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
@@ -215,7 +182,7 @@ def deepseek_v3_recipe(config: dict[str, Any], hf_class: str, names: frozenset[s
         "bias": bool(config["attention_bias"]),
         "dropout": config["attention_dropout"],
     }
-    scale = yarn_softmax_scale(qk_nope + qk_rope, rope_parameters(config))
+    scale = yarn_softmax_scale(qk_nope + qk_rope, scaling_parameters(config))
     if scale is not None:
         attention["scale"] = scale
     act = GATED[config["hidden_act"]]
@@ -256,25 +223,6 @@ def deepseek_v3_recipe(config: dict[str, Any], hf_class: str, names: frozenset[s
     }
 
 
-def hf_deepseek_rope_parameters(rope: Any) -> dict[str, Any]:
-    """The ``rope_parameters`` of a zoo rope config, YaRN's included (the way back of ``deepseek_rope_spec``)."""
-    if rope.scaling != "yarn":
-        return hf_rope_parameters(rope)
-    params = {
-        "rope_type": "yarn",
-        "rope_theta": rope.theta,
-        "factor": rope.scaling_factor,
-        "original_max_position_embeddings": rope.original_max_len,
-        "beta_fast": rope.beta_fast,
-        "beta_slow": rope.beta_slow,
-        "truncate": rope.truncate,
-    }
-    for key in ("attention_factor", "mscale", "mscale_all_dim"):
-        if getattr(rope, key) is not None:
-            params[key] = getattr(rope, key)
-    return params
-
-
 def deepseek_v3_config(recipe, weights) -> dict[str, Any]:
     attention, ffn = recipe.attention, recipe.ffn
     expert = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
@@ -305,7 +253,7 @@ def deepseek_v3_config(recipe, weights) -> dict[str, Any]:
         "max_position_embeddings": recipe.max_len,
         "rms_norm_eps": recipe.norm.eps,
         "tie_word_embeddings": recipe.head.tie_embeddings,
-        "rope_parameters": hf_deepseek_rope_parameters(recipe.positional),
+        "rope_parameters": hf_rope_parameters(recipe.positional),
         "rope_interleave": recipe.positional.interleaved,
         "attention_bias": attention.bias,
         "attention_dropout": attention.dropout,
@@ -328,7 +276,7 @@ def drop_mtp_modules(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def scale_fits(recipe: Any) -> str | None:
     """A requirement: the attention's scale is the one DeepseekV3Attention derives from the head dims and YaRN."""
     attention = recipe.attention
-    params = hf_deepseek_rope_parameters(recipe.positional)
+    params = hf_rope_parameters(recipe.positional)
     expected = yarn_softmax_scale(attention.qk_nope_head_dim + attention.qk_rope_head_dim, params)
     if attention.scale != expected:
         shown = "the default" if expected is None else repr(expected)
@@ -378,7 +326,6 @@ DEEPSEEK_V3_REQUIREMENTS = {
     },
     "attention.type": "mla",
     "attention.scale": scale_fits,
-    "positional.scaling": ("none", "linear", "llama3", "yarn"),
     "layers": dense_first,
     "ffn.type": "moe",
     "ffn.scoring": "sigmoid",

@@ -30,7 +30,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
-from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_parameters, rope_spec
+from .rope import ROPE_OPTIONS, SCALING_FIELDS, hf_rope_parameters, rope_parameters, rope_spec, scaling_fits
 
 LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
 
@@ -172,7 +172,7 @@ def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) 
         "block": block,
         "embedding": {"type": "token"},
         "attention": {**attention, "bias": bool(config["bias"])},
-        "positional": rope_spec({"rope_parameters": params, "rope_theta": params["rope_theta"]}),
+        "positional": rope_spec(config, params),
         "norm": {"type": "layernorm", "eps": config["layer_norm_epsilon"]},
         "ffn": {
             "type": "mlp",
@@ -238,9 +238,8 @@ REQUIREMENTS = {
     "embedding.type": "token",
     "embedding.*": defaults_except("embedding"),
     "positional.type": "rope",
-    "positional.*": defaults_except(
-        "positional", "theta", "scaling", "scaling_factor", "low_freq_factor", "high_freq_factor", "original_max_len"
-    ),
+    "positional.*": defaults_except("positional", "theta", *SCALING_FIELDS),
+    "positional.scaling": scaling_fits,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.head_dim": default_head_dim,
     "attention.*": defaults_except("attention", "num_heads", "num_kv_heads", "head_dim", *BIAS_FIELDS),

@@ -23,6 +23,7 @@ from zoo.errors import HFImportError
 from ._llama_legacy import LLAMA_OPTIONS, _config, _recipe
 from .llama import BLOCK, GATED, IGNORED, LAYER, LLAMA_RULES
 from .mapping import Family, Option, Rule, no_layer_overrides
+from .rope import scaling_fits
 
 # ---------------------------------------------------------------------------------------------- the table
 
@@ -71,7 +72,7 @@ GEMMA_DEFAULTS: dict[str, Any] = {
 }
 
 ROPE_OPTIONS = tuple(o for o in LLAMA_OPTIONS if o.key.startswith("rope"))
-"""Llama's rope scalings (none, linear, llama3), refused by name otherwise; full rotation only."""
+"""Llama's rope scalings (every rope type zoo computes), refused by name otherwise; full rotation only."""
 
 CAUSAL = Option(
     "use_bidirectional_attention",
@@ -154,6 +155,7 @@ GEMMA_BASE_REQUIREMENTS: dict[str, Any] = {
     "positional.type": "rope",
     "positional.interleaved": False,
     "positional.rotary_fraction": 1.0,
+    "positional.scaling": scaling_fits,  # every layer's rope
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.biases": same_biases,
     "norm.type": "rmsnorm",

@@ -2,7 +2,8 @@
 (1 + w) RMSNorm over each head's features, before the rotation) in place of the score cap, five local layers to
 one global (``sliding_window_pattern: 6``, or ``layer_types``), and a rope of its own for each kind: local layers
 rotate with base 10,000 (``rope_local_base_freq``), global ones with 1,000,000 (``rope_theta``), optionally
-scaled (``rope_scaling``, global layers only).
+scaled (``rope_scaling``, global layers only; any kind in ``rope_parameters``). transformers 5 reads YaRN's
+``truncate`` from the top of the nested ``rope_parameters``, where it never is: Gemma 3's YaRN always truncates.
 
 transformers 5 keeps both ropes in ``rope_parameters`` (``{sliding_attention: ..., full_attention: ...}``); both
 that and transformers 4's keys import. The recipe's attention and positional are those of the more common kind
@@ -33,7 +34,7 @@ from .gemma import (
     sandwich_recipe,
 )
 from .mapping import Family, Option
-from .rope import ROPE_SCALINGS, hf_rope_parameters, rope_spec
+from .rope import ROPE_SCALINGS, ROPE_TYPE_WHY, hf_rope_parameters, rope_spec
 
 DEFAULTS: dict[str, Any] = {
     **{k: v for k, v in GEMMA_DEFAULTS.items() if k != "hidden_act"},
@@ -60,7 +61,7 @@ def _rope_type_option(kind: str) -> Option:
     return Option(
         f"rope_parameters.{kind}.rope_type",
         lambda v: v is None or v in ROPE_SCALINGS,
-        "zoo's rope scales frequencies linearly or by the llama3 rule only (no dynamic, yarn, longrope)",
+        ROPE_TYPE_WHY,
     )
 
 
@@ -92,7 +93,10 @@ def ropes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if kind == GLOBAL and config["rope_scaling"]:
             params.update(config["rope_scaling"])
         params.setdefault("rope_theta", base)
-        out[kind] = rope_spec({"rope_parameters": params, "rope_theta": params["rope_theta"]})
+        # Nested parameters: transformers reads no top-level original_max_position_embeddings, and truncates.
+        spec = rope_spec({**config, "original_max_position_embeddings": None}, params)
+        spec.pop("truncate", None)
+        out[kind] = spec
     return out
 
 
@@ -136,8 +140,16 @@ def _qk_norm(recipe) -> str | None:
     return None
 
 
+def _truncated(recipe) -> str | None:
+    """A requirement: every YaRN rope truncates (transformers' Gemma 3 does, whatever its parameters say)."""
+    if any(rope.scaling == "yarn" and not rope.truncate for rope in layer_ropes(recipe)):
+        return "a yarn rope has truncate False; transformers' Gemma 3 always truncates YaRN's ramp"
+    return None
+
+
 REQUIREMENTS = {
     **SANDWICH_REQUIREMENTS,
+    "positional.truncate": _truncated,
     "attention.softcap": None,  # transformers' Gemma 3 applies no score cap
     "attention.qk_norm": _qk_norm,
     "layers": lambda recipe: plan_problems(recipe, one_rope=False),

@@ -23,7 +23,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
-from .rope import ROPE_OPTIONS, hf_partial_rope, partial_rope, same_rotary_dims
+from .rope import ROPE_OPTIONS, SCALING_FIELDS, hf_partial_rope, partial_rope, same_rotary_dims, scaling_fits
 
 LAYER, BLOCK = "gpt_neox.layers.{i}", "blocks.{i}"
 
@@ -77,7 +77,6 @@ DEFAULTS: dict[str, Any] = {
 
 OPTIONS = (*ROPE_OPTIONS, activation_option("hidden_act", "GPT-NeoX"))
 
-SCALING_FIELDS = ("scaling", "scaling_factor", "low_freq_factor", "high_freq_factor", "original_max_len")
 
 REQUIREMENTS = {
     "architecture": "decoder",
@@ -93,6 +92,7 @@ REQUIREMENTS = {
     "positional.type": "rope",
     "positional.*": defaults_except("positional", "theta", "rotary_fraction", *SCALING_FIELDS),
     "positional.rotary_fraction": same_rotary_dims,
+    "positional.scaling": scaling_fits,
     "attention.type": "mha",
     "attention.head_dim": default_head_dim,
     "attention.*": defaults_except("attention", "num_heads", "head_dim", "dropout", *BIAS_FIELDS),

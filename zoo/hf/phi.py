@@ -22,7 +22,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
-from .rope import ROPE_OPTIONS, hf_partial_rope, partial_rope, same_rotary_dims
+from .rope import ROPE_OPTIONS, SCALING_FIELDS, hf_partial_rope, partial_rope, same_rotary_dims, scaling_fits
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -143,8 +143,6 @@ def _qk_layernorm(recipe: Any) -> str | None:
     return None
 
 
-SCALING_FIELDS = ("scaling", "scaling_factor", "low_freq_factor", "high_freq_factor", "original_max_len")
-
 REQUIREMENTS = {
     "architecture": "decoder",
     "block.norm_position": "pre",
@@ -160,6 +158,7 @@ REQUIREMENTS = {
     "positional.type": "rope",
     "positional.*": defaults_except("positional", "theta", "rotary_fraction", *SCALING_FIELDS),
     "positional.rotary_fraction": same_rotary_dims,
+    "positional.scaling": scaling_fits,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.*": defaults_except(
         "attention", "num_heads", "num_kv_heads", "head_dim", "dropout", "qk_norm", *BIAS_FIELDS

@@ -4,7 +4,11 @@ then all keys, then all values) and the gate and up projections into one ``gate_
 on import and fused on export; RoPE over the first ``partial_rotary_factor`` of each head (Phi-4-mini: 0.75);
 and an optional sliding window (Phi-3-mini-4k: 2047 keys, itself included: zoo's attention ``window``).
 
-The LongRoPE (``su``) scaling of the 128k-context models is refused: zoo's rope has no per-frequency factors.
+The 128k-context models' LongRoPE (``longrope``, formerly ``su`` and ``yarn``) is zoo's ``longrope`` scaling: a
+short and a long factor for each rotated pair, the long ones for sequences longer than the config's top-level
+``original_max_position_embeddings`` (which transformers prefers to the rope parameters' own). Once a sequence
+grows past that length, Phi-3's ``generate`` recomputes its cache under the long factors, and so does zoo's
+(the rope's ``stale_after``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from ._llama_legacy import _config, _recipe
 from .gpt2 import QKV_WEIGHTS
 from .llama import ACTS, GATED
 from .mapping import Family, Option, Rule, no_layer_overrides
-from .rope import hf_partial_rope, partial_rope, same_rotary_dims
+from .rope import (
+    PHI3_ROPE_TYPES,
+    SCALING_FIELDS,
+    hf_partial_rope,
+    partial_rope,
+    rope_parameters,
+    rope_type,
+    same_rotary_dims,
+)
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -54,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "attention_dropout": 0.0,
     "hidden_act": "silu",
     "max_position_embeddings": 4096,
+    "original_max_position_embeddings": 4096,  # longrope's switch to its long factors
     "rms_norm_eps": 1e-5,
     "tie_word_embeddings": False,
     "rope_parameters": None,
@@ -64,14 +77,12 @@ DEFAULTS: dict[str, Any] = {
     "sliding_window": None,
 }
 
-LONGROPE_WHY = (
-    "Phi-3's LongRoPE ('longrope', formerly 'su' and 'yarn') scaling of the 128k-context models rescales each "
-    "frequency by its own short/long factor, which zoo's rope does not; Phi3ForCausalLM accepts no other scaling"
-)
+ROPE_TYPES = ("default", "longrope", *PHI3_ROPE_TYPES)
+ROPE_TYPE_WHY = "Phi3Config takes an unscaled rope or LongRoPE ('longrope', formerly 'su' and 'yarn') only"
 
 OPTIONS = (
-    Option("rope_scaling", lambda v: v is None or (v.get("rope_type") or v.get("type")) == "default", LONGROPE_WHY),
-    Option("rope_parameters.rope_type", lambda v: v in (None, "default"), LONGROPE_WHY),
+    Option("rope_scaling", lambda v: v is None or rope_type(v) in ROPE_TYPES, ROPE_TYPE_WHY),
+    Option("rope_parameters.rope_type", lambda v: v is None or v in ROPE_TYPES, ROPE_TYPE_WHY),
     Option(
         "hidden_act",
         lambda v: v in GATED,
@@ -81,6 +92,9 @@ OPTIONS = (
 
 
 def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
+    params = rope_parameters(config)  # as Phi3Config holds them: LongRoPE's legacy names renamed
+    params["rope_type"] = rope_type(params, PHI3_ROPE_TYPES)
+    config = {**config, "rope_scaling": None, "rope_parameters": params}
     ffn = {**GATED[config["hidden_act"]], "hidden": config["intermediate_size"], "bias": False}
     out = _recipe(config, ffn, False)
     head_dim = config["head_dim"] or config["hidden_size"] // config["num_attention_heads"]
@@ -102,7 +116,8 @@ REQUIREMENTS = {
     "embedding.type": "token",
     "embedding.*": defaults_except("embedding", "padding_idx"),
     "positional.type": "rope",
-    "positional.*": defaults_except("positional", "theta", "rotary_fraction"),
+    "positional.*": defaults_except("positional", "theta", "rotary_fraction", *SCALING_FIELDS),
+    "positional.scaling": ("none", "longrope"),
     "positional.rotary_fraction": same_rotary_dims,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.bias": False,
@@ -117,11 +132,17 @@ REQUIREMENTS = {
 }
 
 
+def _original_length(rope: Any, max_len: int) -> int:
+    """The top-level ``original_max_position_embeddings``: longrope's, which transformers takes over the rope
+    parameters' own; else the model's length (Phi-3-mini-4k's 4096)."""
+    return rope.original_max_len if rope.scaling == "longrope" else max_len
+
+
 def config(recipe, weights) -> dict[str, Any]:
     return {
         **_config(recipe, weights, recipe.ffn, "blocks.0.ffn.up_proj.weight"),
         "rope_parameters": hf_partial_rope(recipe.positional),
-        "original_max_position_embeddings": recipe.max_len,
+        "original_max_position_embeddings": _original_length(recipe.positional, recipe.max_len),
         "sliding_window": recipe.attention.window,
         "resid_pdrop": recipe.dropout,
         "embd_pdrop": recipe.dropout,
@@ -140,10 +161,6 @@ PHI3 = Family(
     ignored=IGNORED,
     requirements=REQUIREMENTS,
     recipes=("phi-3-mini-4k",),
-    unread={
-        "original_max_position_embeddings": "read by LongRoPE scaling only (refused) and by generate, which "
-        "recomputes the cache once past it: the same outputs",
-    },
     recipe=recipe,
     config=config,
     hf_class=lambda recipe: "Phi3ForCausalLM",

@@ -10,7 +10,15 @@ from typing import Any, Literal
 import torch
 
 from .mapping import ACTIVATIONS, GATED_FFNS, HF_ACTIVATIONS, Option, Requirement, default_head_dim, no_layer_overrides
-from .rope import ROPE_OPTIONS, hf_partial_rope, hf_rope_parameters, partial_rope, rope_spec, same_rotary_dims
+from .rope import (
+    ROPE_OPTIONS,
+    hf_partial_rope,
+    hf_rope_parameters,
+    partial_rope,
+    rope_spec,
+    same_rotary_dims,
+    scaling_fits,
+)
 from .table import Computed, Fixed, Key, Require, Row
 
 GATED: dict[str, dict[str, Any]] = {
@@ -121,6 +129,7 @@ def rope(*, interleaved: bool = False, partial: bool = False) -> Computed:
         write=write,
         requires={
             "positional.type": "rope",
+            "positional.scaling": scaling_fits,
             "positional.interleaved": interleaved,
             "positional.rotary_fraction": same_rotary_dims if partial else 1.0,
         },

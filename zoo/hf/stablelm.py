@@ -12,7 +12,7 @@ from ._common import BIAS_FIELDS, attention_biases, defaults_except
 from ._llama_legacy import token_embedding
 from .llama import ACTS, GATED, hidden_act
 from .mapping import Family, Option, Rule, default_head_dim, dtype_name, no_layer_overrides
-from .rope import ROPE_OPTIONS, hf_partial_rope, partial_rope, same_rotary_dims
+from .rope import ROPE_OPTIONS, SCALING_FIELDS, hf_partial_rope, partial_rope, same_rotary_dims, scaling_fits
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -115,8 +115,6 @@ def _one_norm_in_parallel(recipe: Any) -> str | None:
     return None
 
 
-SCALING_FIELDS = ("scaling", "scaling_factor", "low_freq_factor", "high_freq_factor", "original_max_len")
-
 REQUIREMENTS = {
     "architecture": "decoder",
     "block.norm_position": "pre",
@@ -131,6 +129,7 @@ REQUIREMENTS = {
     "positional.type": "rope",
     "positional.*": defaults_except("positional", "theta", "rotary_fraction", *SCALING_FIELDS),
     "positional.rotary_fraction": same_rotary_dims,
+    "positional.scaling": scaling_fits,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.head_dim": default_head_dim,
     "attention.*": defaults_except("attention", "num_heads", "num_kv_heads", "head_dim", "dropout", *BIAS_FIELDS),

@@ -24,7 +24,7 @@ from .mapping import (
     dtype_name,
     no_layer_overrides,
 )
-from .rope import hf_rope_parameters, rope_spec
+from .rope import hf_rope_parameters, rope_spec, scaling_fits
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -152,6 +152,7 @@ REQUIREMENTS = {
     "positional.type": "rope",
     "positional.interleaved": False,
     "positional.rotary_fraction": 1.0,
+    "positional.scaling": scaling_fits,
     "attention.type": ("mha", "gqa", "mqa"),
     "attention.scale": None,
     "attention.softcap": None,

@@ -14,8 +14,9 @@ each the identity (or ``None``) unless a subclass overrides it:
 ``positions`` are absolute LongTensor positions of shape (N, L) or (1, L), cache offset included: decoding
 the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
 
-One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``) and
-``base`` for what they share; this package re-exports them all and registers every encoding.
+One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``), ``base``
+for what they share and ``rope_scaling`` for RoPE's long-context scalings; this package re-exports them all and
+registers every encoding.
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ from .alibi import ALiBi, ALiBiConfig, alibi_slopes
 from .base import PositionalConfig, PositionalEncoding, inverse_frequencies, positions_for, sinusoid_table
 from .learned import LearnedConfig, LearnedEncoding
 from .none import NoPositionalConfig, NoPositionalEncoding
-from .rope import (
-    RopeConfig,
-    RotaryEmbedding,
-    rotary_dims,
-    rotary_problem,
+from .rope import RopeConfig, RotaryEmbedding, rotary_dims, rotary_problem
+from .rope_scaling import (
+    SCALINGS,
+    longrope_attention_factor,
     scale_frequencies,
     yarn_attention_factor,
     yarn_mscale,
@@ -49,6 +49,7 @@ __all__ = [
     "PositionalEncoding",
     "RopeConfig",
     "RotaryEmbedding",
+    "SCALINGS",
     "SinusoidalConfig",
     "SinusoidalEncoding",
     "T5RelativeBias",
@@ -56,6 +57,7 @@ __all__ = [
     "alibi_slopes",
     "fairseq_sinusoid_table",
     "inverse_frequencies",
+    "longrope_attention_factor",
     "positions_for",
     "register_components",
     "relative_position_bucket",

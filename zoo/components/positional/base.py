@@ -45,6 +45,12 @@ class PositionalEncoding(nn.Module):
         """Add absolute encodings to the input x (N, L, E) at ``positions`` (N|1, L)."""
         return x
 
+    stale_after: int | None = None
+    """A sequence length past which the keys a cache holds from shorter calls differ from what one call over the
+    whole sequence computes (LongRoPE takes its long factors past its original length), or None: cached keys
+    never go stale. Generation recomputes its cache once, when a sequence first grows past it, as transformers'
+    Phi-3 ``generate`` does (``zoo.generate.recompute_length``)."""
+
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate q (N, H, L, D) and k (N, Hkv, L, D), both at ``positions`` (N|1, L)."""
         return q, k
