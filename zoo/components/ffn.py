@@ -27,10 +27,19 @@ from zoo.init import residual_output
 from zoo.limits import MAX_WIDTH
 from zoo.registry import preset
 
-Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "identity"]
+Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "silu", "identity"]
+
+
+class ReLUSquared(nn.Module):
+    """``relu(x)²`` (So et al., Primer; Persimmon, Arcee)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x).square()
+
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
+    "relu2": ReLUSquared,
     "gelu": nn.GELU,  # exact (erf) GELU, as in BERT and GeGLU
     "gelu_tanh": functools.partial(nn.GELU, approximate="tanh"),  # GPT-2's approximation
     "silu": nn.SiLU,
@@ -211,7 +220,11 @@ class MLPConfig(ComponentConfig):
     bias: bool = Field(True, description="Bias on both projections.")
     dropout: float = Field(0.0, ge=0.0, le=1.0, description="Dropout probability on the output.")
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"hidden": 24, "activation": "relu", "bias": False})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"hidden": 24, "activation": "relu", "bias": False},
+        {"activation": "relu2"},
+    )
 
     def cost(self, ctx: BuildContext) -> Cost:
         E = ctx.d_model

@@ -369,12 +369,19 @@ ACTIVATIONS: dict[str, str] = {
     "gelu_new": "gelu_tanh",
     "gelu_pytorch_tanh": "gelu_tanh",
     "relu": "relu",
+    "relu2": "relu2",
     "silu": "silu",
     "swish": "silu",
 }
 """HF activation name -> zoo activation name, for the ones that compute the same function."""
 
-HF_ACTIVATIONS: dict[str, str] = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
+HF_ACTIVATIONS: dict[str, str] = {
+    "gelu": "gelu",
+    "gelu_tanh": "gelu_new",
+    "relu": "relu",
+    "relu2": "relu2",
+    "silu": "silu",
+}
 """zoo activation name -> the HF name written on export."""
 
 GATED_FFNS: dict[str, str] = {"silu": "swiglu", "gelu": "geglu", "relu": "reglu"}

@@ -5,12 +5,12 @@ padding row, RoPE, a gated FFN's activation and width, the pre-norm decoder stac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
-from .mapping import GATED_FFNS, Option, no_layer_overrides
-from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec
+from .mapping import ACTIVATIONS, GATED_FFNS, HF_ACTIVATIONS, Option, Requirement, default_head_dim, no_layer_overrides
+from .rope import ROPE_OPTIONS, hf_partial_rope, hf_rope_parameters, partial_rope, rope_spec, same_rotary_dims
 from .table import Computed, Fixed, Key, Require, Row
 
 GATED: dict[str, dict[str, Any]] = {
@@ -31,34 +31,46 @@ def hidden_act(ffn: Any) -> str:
     return ACTS[spec["type"]]
 
 
-def _heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    heads = config["num_attention_heads"]
-    kv_heads = config["num_key_value_heads"] or heads
-    out: dict[str, Any] = {"attention.type": "mha", "attention.num_heads": heads}
-    if kv_heads != heads:
-        out.update({"attention.type": "gqa", "attention.num_kv_heads": kv_heads})
-    if config["head_dim"] is not None:
-        out["attention.head_dim"] = config["head_dim"]
-    return out
+def heads(*, head_dim: bool | Literal["unless implied"] = True) -> Computed:
+    """Query heads, key/value heads (MHA when equal, else GQA) and, with ``head_dim``, the head width (without it,
+    the config has no such key: heads of ``hidden_size / num_attention_heads``; ``"unless implied"``: the family's
+    config has no such field but its attention reads one a config.json gives, so it is written only when the
+    heads do not make up ``hidden_size``)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        count = config["num_attention_heads"]
+        kv_heads = config["num_key_value_heads"] or count
+        out: dict[str, Any] = {"attention.type": "mha", "attention.num_heads": count}
+        if kv_heads != count:
+            out.update({"attention.type": "gqa", "attention.num_kv_heads": kv_heads})
+        if head_dim and config["head_dim"] is not None:
+            out["attention.head_dim"] = config["head_dim"]
+        return out
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        attention = recipe.attention
+        out = {"num_attention_heads": attention.num_heads, "num_key_value_heads": attention.num_kv_heads}
+        width = attention.head_dim_for(recipe.d_model)
+        if head_dim is True or (head_dim and width * attention.num_heads != recipe.d_model):
+            out["head_dim"] = width
+        return out
+
+    keys = {"num_attention_heads": 32, "num_key_value_heads": None, **({"head_dim": None} if head_dim else {})}
+    requires: dict[str, Requirement] = {"attention.type": ("mha", "gqa", "mqa")}
+    if not head_dim:
+        requires["attention.head_dim"] = default_head_dim
+    return Computed(
+        "heads",
+        keys=keys,
+        paths=("attention.num_heads", "attention.num_kv_heads", "attention.head_dim"),
+        read=read,
+        write=write,
+        requires=requires,
+        legacy=("head_dim",) if head_dim == "unless implied" else (),  # written only where the heads need it
+    )
 
 
-def _hf_heads(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-    attention = recipe.attention
-    return {
-        "num_attention_heads": attention.num_heads,
-        "num_key_value_heads": attention.num_kv_heads,
-        "head_dim": attention.head_dim_for(recipe.d_model),
-    }
-
-
-HEADS = Computed(
-    "heads",
-    keys={"num_attention_heads": 32, "num_key_value_heads": None, "head_dim": None},
-    paths=("attention.num_heads", "attention.num_kv_heads", "attention.head_dim"),
-    read=_heads,
-    write=_hf_heads,
-    requires={"attention.type": ("mha", "gqa", "mqa")},
-)
+HEADS = heads()
 """Query heads, key/value heads (MHA when equal, else GQA) and the head width."""
 
 
@@ -82,25 +94,37 @@ PAD = Computed(
 """The pad id, and the embedding's zero-gradient row it names (when it is a row of the table)."""
 
 
-def rope(*, interleaved: bool = False) -> Computed:
-    """RoPE over every head dim, with its frequency scaling (``zoo/hf/rope.py``); ``interleaved`` pairs adjacent
-    dims (GPT-J's layout) where the default rotates halves (Llama's)."""
+def rope(*, interleaved: bool = False, partial: bool = False) -> Computed:
+    """RoPE with its frequency scaling (``zoo/hf/rope.py``): over every head dim, or with ``partial`` over the
+    leading ``partial_rotary_factor`` of each head (GLM, Persimmon); ``interleaved`` pairs adjacent dims (GPT-J's
+    layout) where the default rotates halves (Llama's)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-        spec = rope_spec(config)
+        if partial:
+            head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+            spec = partial_rope(config, head_dim)
+        else:
+            spec = rope_spec(config)
         return {"positional": {**spec, "interleaved": True} if interleaved else spec}
 
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        rotary = recipe.positional
+        params = hf_partial_rope(rotary) if partial else hf_rope_parameters(rotary)
+        return {"rope_parameters": params, "rope_theta": rotary.theta}
+
+    keys = {"rope_theta": 10000.0, "rope_parameters": None, "rope_scaling": None}
     return Computed(
         "rope",
-        keys={"rope_theta": 10000.0, "rope_parameters": None, "rope_scaling": None},
+        keys={**keys, "partial_rotary_factor": 1.0} if partial else keys,
         paths=("positional.*",),
         read=read,
-        write=lambda recipe, weights: {
-            "rope_parameters": hf_rope_parameters(recipe.positional),
-            "rope_theta": recipe.positional.theta,
+        write=write,
+        requires={
+            "positional.type": "rope",
+            "positional.interleaved": interleaved,
+            "positional.rotary_fraction": same_rotary_dims if partial else 1.0,
         },
-        requires={"positional.type": "rope", "positional.interleaved": interleaved, "positional.rotary_fraction": 1.0},
-        legacy=("rope_scaling",),  # transformers 4's rope_parameters
+        legacy=("rope_scaling", "partial_rotary_factor") if partial else ("rope_scaling",),  # transformers 4's
     )
 
 
@@ -173,6 +197,33 @@ def biases(qkv: str | bool, o: str | bool) -> Computed:
 ONE_BIAS = biases("attention_bias", "attention_bias")
 """One ``attention_bias`` for the query, key, value and output projections."""
 
+
+def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
+    """A two-layer MLP, ``down(act(up(x)))`` (Arcee, Apertus): ``hidden_act`` and ``intermediate_size``."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        act = ACTIVATIONS[config["hidden_act"]]
+        return {"ffn.type": "mlp", "ffn.activation": act, "ffn.hidden": config["intermediate_size"]}
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        return {"hidden_act": HF_ACTIVATIONS[recipe.ffn.activation], "intermediate_size": weights[weight].shape[0]}
+
+    return Computed(
+        "gated ffn",  # in place of Llama's gated FFN
+        keys={"hidden_act": "relu2", "intermediate_size": 11008},
+        paths=("ffn.activation", "ffn.hidden"),
+        read=read,
+        write=write,
+        requires={"ffn.type": "mlp", "ffn.activation": tuple(HF_ACTIVATIONS)},
+    )
+
+
+PLAIN_ACTIVATION = Option(
+    "hidden_act",
+    lambda v: v in ACTIVATIONS,
+    f"zoo's MLP applies {', '.join(ACTIVATIONS)} exactly",
+)
+
 ACTIVATION = Option(
     "hidden_act",
     lambda v: v in GATED,
@@ -201,3 +252,57 @@ PRE_NORM_DECODER: tuple[Row, ...] = (
     Key("tie_word_embeddings", "head.tie_embeddings", False, read=bool),
 )
 """Llama's stack: token embedding, pre-norm blocks of RoPE attention and RMSNorm, an LM head (tied or not)."""
+
+
+# ---------------------------------------------------------------------------------------------- per-layer attention
+
+
+def per_layer_attention(recipe: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The recipe paths that give layer ``i``'s attention the fields ``changes[i]``: changes every layer shares go
+    on the recipe's attention, the others become one ``layers:`` override per distinct change."""
+    if all(change == changes[0] for change in changes):
+        return {f"attention.{field}": value for field, value in changes[0].items()}
+    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
+    for i, change in enumerate(changes):
+        groups.setdefault(repr(sorted(change.items())), (change, []))[1].append(i)
+    overrides = [
+        {"select": selector(layers, len(changes)), "attention": {**recipe["attention"], **change}}
+        for change, layers in groups.values()
+        if change
+    ]
+    return {"layers": overrides}
+
+
+def selector(indices: list[int], n: int) -> int | str | list[int]:
+    """A ``layers:`` selector for ``indices`` of ``n`` layers: an index, a slice ('3::4') or the list."""
+    if len(indices) == 1:
+        return indices[0]
+    start, step = indices[0], indices[1] - indices[0]
+    return f"{start}::{step}" if indices == list(range(start, n, step)) else indices
+
+
+def layer_attentions(recipe: Any) -> list[Any]:
+    """The attention config of every layer of a (validated) decoder recipe, overrides applied."""
+    return [placed["attention"][0] for placed in recipe.layer_plan("decoder")]
+
+
+def only_attention_differs(*fields: str) -> Requirement:
+    """A requirement: ``layers:`` overrides change nothing but these fields of the attention."""
+
+    def check(recipe: Any) -> str | None:
+        blank = dict.fromkeys(fields)
+        base = recipe.attention.model_copy(update=blank)
+        for j, override in enumerate(recipe.layers):
+            if override.norm is not None or override.ffn is not None:
+                return f"layers.{j}: overrides a norm or an FFN; only the attention's {', '.join(fields)} may differ"
+            attention = override.attention
+            if attention is not None and attention.model_copy(update=blank) != base:
+                return f"layers.{j}.attention differs from attention in more than its {', '.join(fields)}"
+        return None
+
+    return check
+
+
+def uses_rope(attention: Any) -> bool:
+    """Whether a layer's attention rotates (a NoPE layer's ``rotary`` is ``{type: none}``)."""
+    return attention.rotary is None or attention.rotary.type != "none"

@@ -288,7 +288,8 @@ class AttentionConfig(ComponentConfig):
     rotary: Annotated[Nested | None, Spec("positional")] = Field(
         None,
         description="This layer's own rotary encoding instead of the stack's rope (Gemma 3's local layers: "
-        "{type: rope, theta: 10000.0}); default the stack's.",
+        "{type: rope, theta: 10000.0}; {type: none}: no rotation, a NoPE layer as in SmolLM3 and Llama 4); "
+        "default the stack's.",
     )
     position_bias: Annotated[Nested | None, Spec("positional")] = Field(
         None,
@@ -314,6 +315,7 @@ class AttentionConfig(ComponentConfig):
         {"num_heads": 4, "window": 3},
         {"num_heads": 4, "sinks": True, "window": 3},
         {"num_heads": 4, "rotary": {"type": "rope", "theta": 100.0}},
+        {"num_heads": 4, "rotary": {"type": "none"}},
         {"num_heads": 4, "position_bias": {"type": "t5_relative", "num_buckets": 8, "max_distance": 16}},
     )
 
@@ -360,10 +362,10 @@ class AttentionConfig(ComponentConfig):
         if not isinstance(config, ComponentConfig):
             return []  # an invalid spec: validating the recipe has said why
         problems = []
-        if getattr(type(config), "style", None) != "rotate":
+        if getattr(type(config), "style", None) not in ("rotate", "none"):  # none: a layer without positions
             problems.append(
                 f"rotary: positional '{config.type}' does not rotate queries and keys; give a rotary encoding "
-                "such as {type: rope, theta: 10000.0}"
+                "such as {type: rope, theta: 10000.0}, or {type: none} for none"
             )
         if ctx.positional is not None and ctx.positional != "rope":
             problems.append(

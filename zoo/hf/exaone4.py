@@ -1,0 +1,89 @@
+"""EXAONE 4.0 (``Exaone4ForCausalLM``, LG AI Research): OLMo 2's blocks (a norm on each sub-layer's output inside
+the residual) with QK-norm over each head, and a hybrid attention: ``sliding_attention`` layers slide over
+``sliding_window`` keys with RoPE, ``full_attention`` layers see every key without any position encoding (NoPE).
+With no ``sliding_window`` every layer is a full one with RoPE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.errors import HFImportError
+
+from .olmo2 import OLMO2
+from .qwen3 import QK_NORM
+from .rows import layer_attentions, only_attention_differs, per_layer_attention, uses_rope
+from .table import Computed, Fixed
+
+NONE = {"type": "none"}
+
+
+def read_layers(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    window, n = config["sliding_window"], config["num_hidden_layers"]
+    pattern = config["sliding_window_pattern"] if window is not None else 0
+    if config["layer_types"] is None and not isinstance(pattern, int):
+        raise HFImportError(
+            f"sliding_window_pattern={pattern!r} without layer_types: Exaone4Config derives layer types from an "
+            "integer pattern only (transformers cannot build this config either); give layer_types"
+        )
+    types = config["layer_types"] or [
+        "sliding_attention" if pattern and (i + 1) % pattern != 0 else "full_attention" for i in range(n)
+    ]
+    if window is None:  # Exaone4Attention rotates every layer and slides none
+        return {}
+    return per_layer_attention(
+        recipe, [{"window": window} if t == "sliding_attention" else {"rotary": NONE} for t in types]
+    )
+
+
+def hybrid(recipe: Any) -> str | None:
+    """A requirement: each layer slides over the one window with RoPE, or sees every key with or without RoPE
+    (without, when any layer slides)."""
+    attentions = layer_attentions(recipe)
+    windows = {a.window for a in attentions} - {None}
+    if len(windows) > 1:
+        return f"the layers' windows {sorted(windows)} differ; a sliding_window is one value"
+    for i, a in enumerate(attentions):
+        if a.window is not None and not uses_rope(a):
+            return f"layer {i} slides without RoPE; EXAONE 4's sliding layers rotate"
+        if a.window is None and windows and uses_rope(a):
+            return f"layer {i} sees every key with RoPE beside sliding layers; EXAONE 4's full layers are NoPE"
+        if not windows and not uses_rope(a):
+            return f"layer {i} is NoPE without sliding layers; EXAONE 4 then rotates every layer"
+    return None
+
+
+def write_layers(recipe: Any, weights: Any) -> dict[str, Any]:
+    attentions = layer_attentions(recipe)
+    window = next((a.window for a in attentions if a.window is not None), None)
+    types = ["full_attention" if a.window is None else "sliding_attention" for a in attentions]
+    return {"sliding_window": window, "layer_types": types}
+
+
+EXAONE4 = OLMO2.derive(
+    "exaone4",
+    classes=("Exaone4ForCausalLM",),
+    recipes=("exaone-4.0-32b",),
+    drop=("biases", "embedding.padding_idx", "layers"),
+    rows=(
+        Fixed("attention.bias", False),
+        QK_NORM,  # Qwen3's: over each head
+        Computed(
+            "layers",
+            keys={"sliding_window": 4096, "sliding_window_pattern": 4, "layer_types": None},
+            paths=("attention.window", "attention.rotary", "layers"),
+            read=read_layers,
+            write=write_layers,
+            requires={"layers": only_attention_differs("window", "rotary"), "attention.rotary": hybrid},
+            legacy=("sliding_window_pattern",),  # layer_types, written, says it per layer
+            last=True,
+        ),
+    ),
+    defaults={
+        "vocab_size": 102400,
+        "intermediate_size": 16384,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 2048,
+        "pad_token_id": None,
+    },
+)
