@@ -42,6 +42,40 @@ def test_each_layout_is_its_formula(layout, formula):
     torch.testing.assert_close(block(**layout)(x), formula(x))
 
 
+def pre(x, r=0.5):
+    h = x + r * 11 * 2 * x
+    return h + r * 13 * 3 * h
+
+
+def post(x, r=0.5):
+    h = 2 * (x + r * 11 * x)
+    return 3 * (h + r * 13 * h)
+
+
+@pytest.mark.parametrize(
+    "layout,formula",
+    [
+        ({}, pre),  # Granite: x + r·f(n(x)) for each sub-layer
+        ({"norm_position": "post"}, post),
+        ({"parallel": True}, lambda x: x + 0.5 * (11 * 2 * x + 13 * 3 * x)),
+    ],
+)
+def test_residual_multiplier_scales_what_each_sublayer_adds(layout, formula):
+    x = torch.randn(2, 3, E)
+    torch.testing.assert_close(block(residual_multiplier=0.5, **layout)(x), formula(x))
+
+
+def test_residual_multiplier_at_its_default_changes_nothing_bit_for_bit():
+    torch.manual_seed(0)
+    plain = zoo.build("llama-tiny").eval()
+    ones = zoo.build("llama-tiny", **{"block.residual_multiplier": 1.0}).eval()
+    ones.load_state_dict(plain.state_dict())
+    ids = torch.randint(0, 256, (2, 7))
+    assert torch.equal(plain(ids).logits, ones(ids).logits)
+    with pytest.raises(zoo.RecipeError, match="residual_multiplier"):
+        zoo.load_recipe("llama-tiny", **{"block.residual_multiplier": 0.0})
+
+
 def test_sandwich_normalises_each_sublayer_output_too():
     # Norm order of construction: attention 2, attention_post 3, ffn 5, ffn_post 7.
     x = torch.randn(2, 3, E)

@@ -29,7 +29,16 @@ FORMULAS = {
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
     "silu": F.silu,
     "identity": lambda t: t,
+    "relu2": lambda t: F.relu(t) ** 2,
+    "xielu": lambda t: xielu(t, 0.8, 0.8),
 }
+
+
+def xielu(t: torch.Tensor, alpha_p: float, alpha_n: float, beta: float = 0.5, eps: float = -1e-6) -> torch.Tensor:
+    """xIELU at its effective scalars (after softplus): the paper's piecewise formula."""
+    negative = (torch.expm1(t.clamp(max=eps)) - t) * alpha_n + beta * t
+    return torch.where(t > 0, alpha_p * t * t + beta * t, negative)
+
 
 GATED = [(SwiGLU, SwiGLUConfig, "silu"), (GeGLU, GeGLUConfig, "gelu"), (ReGLU, ReGLUConfig, "relu")]
 
@@ -39,10 +48,12 @@ def n_params(module: nn.Module) -> int:
 
 
 def randomize(module: nn.Module) -> None:
-    """Non-zero biases too, so that formulas are checked on every parameter."""
+    """Non-zero biases too, so that formulas are checked on every parameter (a learned activation's scalars
+    stay at their initial values, which ``FORMULAS`` assume)."""
     with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0, 0.5)
+        for name, p in module.named_parameters():
+            if not name.startswith("act."):
+                p.normal_(0, 0.5)
 
 
 class TestActivations:
@@ -224,3 +235,28 @@ def test_bilinear_glu_multiplies_the_gate_without_an_activation():
     expected = module.down_proj(module.gate_proj(x) * module.up_proj(x))
     torch.testing.assert_close(module(x), expected, rtol=0, atol=0)
     assert sum(p.numel() for p in module.parameters()) == 3 * 8 * 16 + 2 * 16 + 8
+
+
+def test_xielu_is_its_piecewise_formula_and_learns_two_scalars():
+    from zoo.components.ffn import XIELU
+
+    act = XIELU()
+    assert [n for n, _ in act.named_parameters()] == ["alpha_p", "alpha_n"]
+    alpha_p = torch.nn.functional.softplus(act.alpha_p).item()
+    alpha_n = 0.5 + torch.nn.functional.softplus(act.alpha_n).item()
+    assert alpha_p == pytest.approx(0.8) and alpha_n == pytest.approx(0.8)  # the published initial values
+    act.alpha_p.data.fill_(0.3)
+    act.alpha_n.data.fill_(-0.2)
+    x = torch.linspace(-4, 4, 101)
+    softplus = torch.nn.functional.softplus
+    torch.testing.assert_close(act(x), xielu(x, softplus(act.alpha_p), 0.5 + softplus(act.alpha_n)))
+    act.alpha_p.data.fill_(3.0)
+    act.fill_weights()  # as a model built on meta is filled: back to the initial values
+    assert torch.nn.functional.softplus(act.alpha_p).item() == pytest.approx(0.8)
+
+
+def test_a_learned_activation_lives_on_the_mlps_device_and_dtype():
+    from zoo.components.ffn import MLP
+
+    mlp = MLP(8, hidden=16, activation="xielu", device="meta", dtype=torch.bfloat16)
+    assert mlp.act.alpha_p.is_meta and mlp.act.alpha_p.dtype == torch.bfloat16

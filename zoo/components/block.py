@@ -9,6 +9,9 @@ recipe is short for ``block.norm_position``). ``f`` is a sub-layer (attention, F
     output    x + n(f(x))            OLMo 2: each sub-layer's output normalised, its input not
     parallel  x + a(n(x)) + m(n2(x))  GPT-NeoX, Pythia; with shared_norm x + a(n(x)) + m(n(x)): GPT-J, Falcon, Phi
 
+``residual_multiplier`` r scales what each sub-layer adds to the stream: ``x + r·f(n(x))`` (Granite's 0.22),
+``n(x + r·f(x))``, ``x + r·(a + m)``; at its default 1.0 nothing is multiplied.
+
 Each sub-layer has its own norms, built from the recipe's ``norm`` at the model's width. The layout is chosen
 once, at construction (:func:`make_block`): ``Block`` is the sequential pre-norm family (pre, sandwich, output,
 a norm that a layout lacks being ``nn.Identity``), ``PostNormBlock`` and ``ParallelBlock`` the other two, each
@@ -90,6 +93,7 @@ class Block(nn.Module):
             An ``ffn`` whose ``adds_nothing`` is True (no FFN sub-layer: zoo-mamba's ``ffn: {type: none}``, as in
             Mamba's mixer-only blocks) gets no norms and is skipped: the block is its attention alone.
         dropout: on each sub-layer's output, before it joins the stream.
+        residual_multiplier: multiplies each sub-layer's output (after dropout) before it joins the stream.
 
     Raises:
         ValueError: a layout with no formula, or a layout that is not this class's (use :func:`make_block`).
@@ -109,13 +113,20 @@ class Block(nn.Module):
         shared_norm: bool = False,
         attention_norm: bool = True,
         dropout: float = 0.0,
+        residual_multiplier: float = 1.0,
     ) -> None:
         super().__init__()
         if norm_position not in ("pre", "post", "sandwich", "output"):
             raise ValueError(f"norm_position must be pre, post, sandwich or output, not {norm_position!r}")
         if not attention_norm and (parallel or norm_position not in ("pre", "sandwich")):
             raise ValueError("attention_norm=False needs a sequential pre or sandwich block")
-        BlockConfig(norm_position=norm_position, parallel=parallel, shared_norm=shared_norm)  # the same rules
+        # the rules of a recipe's block: section
+        BlockConfig(
+            norm_position=norm_position,
+            parallel=parallel,
+            shared_norm=shared_norm,
+            residual_multiplier=residual_multiplier,
+        )
         layout = "parallel" if parallel else norm_position
         if layout not in self.layouts:
             raise ValueError(f"{type(self).__name__} has no {layout} layout: make_block builds the class of each")
@@ -140,6 +151,12 @@ class Block(nn.Module):
         self.stateful_ffn = hasattr(ffn, "new_cache")  # it needs earlier tokens: see new_cache
         self.ffn_post_norm = optional(after and not self.skip_ffn)
         self.dropout = nn.Dropout(dropout)
+        self.residual_multiplier = residual_multiplier
+
+    def residual(self, h: torch.Tensor) -> torch.Tensor:
+        """What a sub-layer's output ``h`` adds to the stream: ``dropout(h)``, times ``residual_multiplier``."""
+        h = self.dropout(h)
+        return h if self.residual_multiplier == 1.0 else h * self.residual_multiplier  # a constructor constant
 
     def new_cache(self, batch_size: int, max_len: int, static: bool = False) -> Any:
         """The self-attention's decoding cache, paired with the FFN's in a ``BlockCache`` when it has one;
@@ -166,15 +183,15 @@ class Block(nn.Module):
         A stateful FFN gets ``mask`` and its part of a :class:`BlockCache` too."""
         cache, ffn_args = _split_cache(cache, mask) if self.stateful_ffn else (cache, {})
         h = self.attention(self.attention_norm(x), mask=mask, positions=positions, pos=pos, cache=cache)
-        x = x + self.dropout(self.attention_post_norm(h))
+        x = x + self.residual(self.attention_post_norm(h))
         if self.cross_attention is not None:
             h = self.cross_attention(
                 self.cross_attention_norm(x), context=context, mask=context_mask, cache=cross_cache
             )
-            x = x + self.dropout(self.cross_attention_post_norm(h))
+            x = x + self.residual(self.cross_attention_post_norm(h))
         if self.skip_ffn:
             return x
-        return x + self.dropout(self.ffn_post_norm(self.ffn(self.ffn_norm(x), **ffn_args)))
+        return x + self.residual(self.ffn_post_norm(self.ffn(self.ffn_norm(x), **ffn_args)))
 
 
 class PostNormBlock(Block):
@@ -197,18 +214,18 @@ class PostNormBlock(Block):
         """As :meth:`Block.forward`."""
         cache, ffn_args = _split_cache(cache, mask) if self.stateful_ffn else (cache, {})
         h = self.attention(x, mask=mask, positions=positions, pos=pos, cache=cache)
-        x = self.attention_norm(x + self.dropout(h))
+        x = self.attention_norm(x + self.residual(h))
         if self.cross_attention is not None:
             h = self.cross_attention(x, context=context, mask=context_mask, cache=cross_cache)
-            x = self.cross_attention_norm(x + self.dropout(h))
+            x = self.cross_attention_norm(x + self.residual(h))
         if self.skip_ffn:
             return x
-        return self.ffn_norm(x + self.dropout(self.ffn(x, **ffn_args)))
+        return self.ffn_norm(x + self.residual(self.ffn(x, **ffn_args)))
 
 
 class ParallelBlock(Block):
     """GPT-NeoX's layout: every sub-layer reads ``x`` through its own norm (with ``shared_norm``, GPT-J's, through
-    the attention's), and ``x + dropout(a + c + m)`` adds their outputs at once."""
+    the attention's), and ``x + dropout(a + c + m)`` adds their outputs at once (times ``residual_multiplier``)."""
 
     layouts: ClassVar[tuple[str, ...]] = ("parallel",)
 
@@ -233,7 +250,7 @@ class ParallelBlock(Block):
             out = out + self.cross_attention(c, context=context, mask=context_mask, cache=cross_cache)
         if not self.skip_ffn:
             out = out + self.ffn(h if self.ffn_norm is None else self.ffn_norm(x), **ffn_args)
-        return x + self.dropout(out)
+        return x + self.residual(out)
 
 
 def make_block(*, norm_position: NormPosition = "pre", parallel: bool = False, **parts: Any) -> Block:

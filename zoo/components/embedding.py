@@ -17,7 +17,8 @@ from zoo.limits import MAX_WIDTH
 
 
 class TokenEmbedding(nn.Module):
-    """Token ids to vectors, with optional segment (token-type) embeddings and sqrt(d_model) scaling.
+    """Token ids to vectors, with optional segment (token-type) embeddings, sqrt(d_model) scaling and a constant
+    ``multiplier`` (Granite's ``embedding_multiplier``), applied after the scaling.
 
     With ``proj_dim`` the token table is ``proj_dim`` wide and a bias-free ``project_in`` (proj_dim -> E)
     brings its vectors to the model's width (OPT-350m: 512 -> 1024); scaling and segments come after it.
@@ -33,6 +34,7 @@ class TokenEmbedding(nn.Module):
         padding_idx: int | None = None,
         scale: bool = False,
         round_scale: bool = False,
+        multiplier: float = 1.0,
         proj_dim: int | None = None,
         type_vocab_size: int = 0,
         device=None,
@@ -50,6 +52,7 @@ class TokenEmbedding(nn.Module):
         self.scale = math.sqrt(d_model) if scale else 1.0
         # Gemma multiplies by sqrt(d_model) rounded to the weights' dtype (bf16: sqrt(2048) = 45.25).
         self.round_scale = round_scale
+        self.multiplier = multiplier  # Granite: the embeddings times 12
 
     @property
     def weight(self) -> nn.Parameter:
@@ -62,6 +65,8 @@ class TokenEmbedding(nn.Module):
             x = self.project_in(x)  # ... brought to (N, L, E)
         if self.scale != 1.0:  # a constructor constant: no multiply at all when unscaled
             x = x * (torch.tensor(self.scale, dtype=x.dtype) if self.round_scale else self.scale)
+        if self.multiplier != 1.0:  # likewise: no multiply at the default
+            x = x * self.multiplier
         if self.token_type is not None:
             x = x + (self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids))
         return x
@@ -114,6 +119,12 @@ class TokenEmbeddingConfig(ComponentConfig):
     round_scale: bool = Field(
         False, description="Round sqrt(d_model) to the weights' dtype before multiplying (Gemma; bf16: 45.25 for 2048)."
     )
+    multiplier: float = Field(
+        1.0,
+        gt=0,
+        description="Multiply embeddings by this constant, after any sqrt(d_model) scale (Granite's "
+        "embedding_multiplier: 12.0); default 1.0, no multiply.",
+    )
     proj_dim: int | None = Field(
         None,
         ge=1,
@@ -126,6 +137,8 @@ class TokenEmbeddingConfig(ComponentConfig):
         {},
         {"padding_idx": 0, "scale": True},
         {"scale": True, "round_scale": True},
+        {"multiplier": 12.0},
+        {"scale": True, "multiplier": 0.5},
         {"proj_dim": 8},
     )
 
@@ -153,6 +166,8 @@ class TokenEmbeddingConfig(ComponentConfig):
             lines.append(f"+ segment embedding {ctx.type_vocab_size} × {E}")
         if self.scale:
             lines.append("scaled by √d_model")
+        if self.multiplier != 1.0:
+            lines.append(f"times {self.multiplier:g}")
         return Label("embedding", "Token embedding", lines)
 
 

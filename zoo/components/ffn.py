@@ -27,7 +27,7 @@ from zoo.init import residual_output
 from zoo.limits import MAX_WIDTH
 from zoo.registry import preset
 
-Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "silu", "identity"]
+Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "silu", "xielu", "identity"]
 
 
 class ReLUSquared(nn.Module):
@@ -37,27 +37,75 @@ class ReLUSquared(nn.Module):
         return torch.relu(x).square()
 
 
-ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+class XIELU(nn.Module):
+    """xIELU (Huang and Schlag, 2024; Apertus), with two learned scalars per layer:
+    ``αp·x² + β·x`` for x > 0 and ``(expm1(min(x, ε)) - x)·αn + β·x`` otherwise, where ``αp = softplus(alpha_p)``
+    and ``αn = β + softplus(alpha_n)``. ``beta`` and ``eps`` are constants, kept as buffers as checkpoints hold them.
+    """
+
+    learned = True
+
+    def __init__(
+        self,
+        alpha_p_init: float = 0.8,
+        alpha_n_init: float = 0.8,
+        beta: float = 0.5,
+        eps: float = -1e-6,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.inits = (alpha_p_init, alpha_n_init - beta)
+        self.constants = (beta, eps)
+        self.alpha_p = nn.Parameter(torch.empty(1, device=device, dtype=dtype))
+        self.alpha_n = nn.Parameter(torch.empty(1, device=device, dtype=dtype))
+        self.register_buffer("beta", torch.tensor(beta, device=device, dtype=dtype))
+        self.register_buffer("eps", torch.tensor(eps, device=device, dtype=dtype))
+        self.fill_weights()
+
+    @torch.no_grad()
+    def fill_weights(self, std: float = 0.0, residual_std: float = 0.0) -> None:
+        """The initial αp and αn (0.8 each), stored through softplus's inverse."""
+        if self.alpha_p.is_meta:
+            return
+        for param, value in zip((self.alpha_p, self.alpha_n), self.inits, strict=True):
+            param.fill_(math.log(math.expm1(value)))
+        for buffer, value in zip((self.beta, self.eps), self.constants, strict=True):
+            buffer.fill_(value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        alpha_p = nn.functional.softplus(self.alpha_p)
+        alpha_n = self.beta + nn.functional.softplus(self.alpha_n)
+        positive = alpha_p * x * x + self.beta * x
+        negative = (torch.expm1(torch.minimum(x, self.eps)) - x) * alpha_n + self.beta * x
+        return torch.where(x > 0, positive, negative)
+
+
+ACTIVATIONS: dict[str, Callable[..., nn.Module]] = {
     "relu": nn.ReLU,
     "relu2": ReLUSquared,
     "gelu": nn.GELU,  # exact (erf) GELU, as in BERT and GeGLU
     "gelu_tanh": functools.partial(nn.GELU, approximate="tanh"),  # GPT-2's approximation
     "silu": nn.SiLU,
+    "xielu": XIELU,
     "identity": nn.Identity,  # no activation: the bilinear GLU
 }
 """Activation name -> zero-argument constructor of the activation module."""
 
 
-def activation_module(name: str) -> nn.Module:
-    """A fresh activation module for ``name`` (one of ``ACTIVATIONS``).
+def activation_module(name: str, **factory_kwargs: Any) -> nn.Module:
+    """A fresh activation module for ``name`` (one of ``ACTIVATIONS``); one that learns (xIELU) gets its
+    parameters on ``factory_kwargs``' device and dtype.
 
     Raises:
         ValueError: ``name`` is not a known activation; the message lists the choices.
     """
     try:
-        return ACTIVATIONS[name]()
+        make = ACTIVATIONS[name]
     except KeyError:
         raise ValueError(f"unknown activation {name!r}; choose one of: {', '.join(ACTIVATIONS)}") from None
+    return make(**factory_kwargs) if getattr(make, "learned", False) else make()
 
 
 class SigmoidGate(nn.Module):
@@ -117,7 +165,7 @@ class MLP(nn.Module):
         factory_kwargs = {"device": device, "dtype": dtype}
         hidden = 4 * d_model if hidden is None else hidden
         self.up_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
-        self.act = activation_module(activation)
+        self.act = activation_module(activation, **factory_kwargs)
         self.down_proj = residual_output(nn.Linear(hidden, d_model, bias=bias, **factory_kwargs))
         self.dropout = _dropout(dropout)
 
@@ -184,7 +232,7 @@ class GatedMLP(nn.Module):
         self.up_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
         if alpha != 1.0 and activation != "silu":
             raise ValueError(f"alpha is the gain of silu's sigmoid; the activation is {activation!r}")
-        self.act = activation_module(activation) if alpha == 1.0 else SigmoidGate(alpha)
+        self.act = activation_module(activation, **factory_kwargs) if alpha == 1.0 else SigmoidGate(alpha)
         self.limit, self.up_shift = limit, up_shift
         self.down_proj = residual_output(nn.Linear(hidden, d_model, bias=bias, **factory_kwargs))
         self.dropout = _dropout(dropout)
@@ -224,12 +272,14 @@ class MLPConfig(ComponentConfig):
         {},
         {"hidden": 24, "activation": "relu", "bias": False},
         {"activation": "relu2"},
+        {"hidden": 12, "activation": "xielu", "bias": False},
     )
 
     def cost(self, ctx: BuildContext) -> Cost:
         E = ctx.d_model
         H = self.hidden if self.hidden is not None else 4 * E
-        return Cost(params=2 * E * H + ((H + E) if self.bias else 0), matmul=2 * E * H, acts=E + 2 * H)
+        learned = 2 if self.activation == "xielu" else 0  # xIELU's two scalars
+        return Cost(params=2 * E * H + ((H + E) if self.bias else 0) + learned, matmul=2 * E * H, acts=E + 2 * H)
 
 
 class GatedConfig(ComponentConfig):

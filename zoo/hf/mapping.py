@@ -372,6 +372,7 @@ ACTIVATIONS: dict[str, str] = {
     "relu2": "relu2",
     "silu": "silu",
     "swish": "silu",
+    "xielu": "xielu",
 }
 """HF activation name -> zoo activation name, for the ones that compute the same function."""
 
@@ -381,6 +382,7 @@ HF_ACTIVATIONS: dict[str, str] = {
     "relu": "relu",
     "relu2": "relu2",
     "silu": "silu",
+    "xielu": "xielu",
 }
 """zoo activation name -> the HF name written on export."""
 

@@ -33,6 +33,12 @@ class BlockConfig(StrictNumbers):
         description="The first block normalises its attention input; false: it reads the (normalised) embeddings "
         "as they are (ModernBERT).",
     )
+    residual_multiplier: float = Field(
+        1.0,
+        gt=0,
+        description="Multiply each sub-layer's output by this constant before it joins the residual stream "
+        "(Granite's residual_multiplier: 0.22); default 1.0, no multiply.",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -42,6 +48,9 @@ class BlockConfig(StrictNumbers):
         {"parallel": True},
         {"parallel": True, "shared_norm": True},
         {"first_attention_norm": False, "norm_position": "pre"},
+        {"residual_multiplier": 0.22},
+        {"residual_multiplier": 0.5, "norm_position": "post"},
+        {"residual_multiplier": 2.0, "parallel": True},
     )
     """Layouts the contract tests of ``zoo.testing`` build a model with."""
 

@@ -25,6 +25,9 @@ class LMHead(nn.Module):
 
     With ``logits_bias`` a fixed bias (V,) is added to the logits: a persistent buffer, zeros until a checkpoint
     fills it, never trained (BART's ``final_logits_bias``, which a tied head keeps beside the token table).
+
+    ``logit_divisor`` divides the logits by a constant (Granite's ``logits_scaling``), after any bias and before
+    any soft-cap.
     """
 
     def __init__(
@@ -38,6 +41,7 @@ class LMHead(nn.Module):
         softcap: float | None = None,
         proj_dim: int | None = None,
         logits_bias: bool = False,
+        logit_divisor: float = 1.0,
         device=None,
         dtype=None,
     ) -> None:
@@ -50,6 +54,7 @@ class LMHead(nn.Module):
         self.proj = nn.Linear(width, vocab_size, bias=bias, device=device, dtype=dtype)
         # T5 scales by d_model**-0.5 before a tied projection, since its embeddings are not scaled down.
         self.scale = d_model**-0.5 if rescale else 1.0
+        self.logit_divisor = logit_divisor  # Granite: logits / 8
         self.softcap = softcap  # Gemma 2: logits become softcap * tanh(logits / softcap)
         bias_buffer = torch.zeros(vocab_size, device=device, dtype=dtype) if logits_bias else None
         self.register_buffer("logits_bias", bias_buffer)  # None: no buffer, no addition
@@ -62,6 +67,8 @@ class LMHead(nn.Module):
         logits = self.proj(h)  # (N, L, V)
         if self.logits_bias is not None:
             logits = logits + self.logits_bias
+        if self.logit_divisor != 1.0:  # a constructor constant: no division at the default
+            logits = logits / self.logit_divisor
         if self.softcap is not None:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits
@@ -89,6 +96,12 @@ class LMHeadConfig(ComponentConfig):
         description="Add a fixed, untrained bias to the logits, a buffer beside a tied table (BART's "
         "final_logits_bias); zeros until a checkpoint sets it.",
     )
+    logit_divisor: float = Field(
+        1.0,
+        gt=0,
+        description="Divide the logits by this constant, after any logits_bias and before any softcap (Granite's "
+        "logits_scaling: 8.0); default 1.0, no division.",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -96,6 +109,8 @@ class LMHeadConfig(ComponentConfig):
         {"softcap": 30.0},
         {"tie_embeddings": False, "proj_dim": 8},
         {"logits_bias": True},
+        {"logit_divisor": 8.0},
+        {"tie_embeddings": False, "logit_divisor": 0.5, "softcap": 30.0},
     )
 
     @model_validator(mode="after")
@@ -122,5 +137,7 @@ class LMHeadConfig(ComponentConfig):
         E, V = ctx.d_model, ctx.vocab_size
         width = f"linear {E} → {V}" if self.proj_dim is None else f"linear {E} → {self.proj_dim} → {V}"
         lines = [width, _tying(self.tie_embeddings)] + (["input scaled by 1/√d_model"] if self.rescale else [])
+        if self.logit_divisor != 1.0:
+            lines.append(f"logits divided by {self.logit_divisor:g}")
         output = "next-token logits" if ctx.causal else "token logits"
         return Label("head", f"LM head · {self.type}", lines, output=output)

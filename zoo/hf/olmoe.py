@@ -1,0 +1,70 @@
+"""OLMoE (``OlmoeForCausalLM``, OLMoE-1B-7B): Mixtral's network with OLMo 2's QK-norm, one RMSNorm over all of a
+projection's query features and one over the keys' (``qk_norm_scope: projection``), before RoPE; one
+``attention_bias`` for all four projections; experts of ``intermediate_size`` whose top-k softmax probabilities
+are renormalised only with ``norm_topk_prob``. ``clip_qkv`` (clamping q, k and v) is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.errors import HFImportError
+
+from .llama import MIXTRAL
+from .mapping import default_head_dim
+from .olmo2 import qk_norm_over_projections
+from .qwen3_moe import QWEN3_MOE
+from .rows import ONE_BIAS
+from .table import Computed, Key, Refused, Require
+
+
+def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    # q_norm is hidden_size wide and k_norm (hidden_size // heads) * kv_heads: heads of another width fail in HF.
+    width = config["hidden_size"] // config["num_attention_heads"]
+    if config["head_dim"] not in (None, width):
+        raise HFImportError(f"head_dim={config['head_dim']!r}: OLMoE's QK-norm needs hidden_size / heads ({width})")
+    return {
+        "attention.qk_norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]},
+        "attention.qk_norm_scope": "projection",
+    }
+
+
+QK_NORM = Computed(
+    "qk norm",
+    keys={},
+    paths=("attention.qk_norm", "attention.qk_norm_scope"),
+    read=_qk_norm,
+    write=lambda recipe, weights: {},
+    requires={"attention.qk_norm": qk_norm_over_projections},
+)
+
+OLMOE = MIXTRAL.derive(
+    "olmoe",
+    classes=("OlmoeForCausalLM",),
+    rules=QWEN3_MOE.rules,  # Llama's names, q_norm and k_norm, the router and the experts
+    layout=QWEN3_MOE.layout,
+    recipes=("olmoe-1b-7b",),
+    drop=("sliding_window", "router_jitter_noise", "num_local_experts", "attention.bias"),
+    rows=(
+        ONE_BIAS,
+        QK_NORM,
+        Require("attention.head_dim", default_head_dim),
+        Key("num_experts", "ffn.num_experts", 64),
+        Key("norm_topk_prob", "ffn.normalize", False, read=bool),
+        Refused("clip_qkv", lambda v: v is None, "zoo's attention does not clamp q, k and v", export=None),
+    ),
+    defaults={
+        "vocab_size": 50304,
+        "hidden_size": 2048,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 16,
+        "num_key_value_heads": None,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "pad_token_id": 1,
+        "num_experts_per_tok": 8,
+        "router_aux_loss_coef": 0.01,
+    },
+)
