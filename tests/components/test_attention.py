@@ -607,6 +607,7 @@ class TestSeams:
             "scale",
             "softcap",
             "dropout",
+            "sinks",
             "causal",
             "cross",
         ]

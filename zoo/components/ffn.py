@@ -108,6 +108,30 @@ def activation_module(name: str, **factory_kwargs: Any) -> nn.Module:
     return make(**factory_kwargs) if getattr(make, "learned", False) else make()
 
 
+class SigmoidGate(nn.Module):
+    """``x * sigmoid(alpha * x)``: SiLU with a gain in its sigmoid (gpt-oss's experts: 1.702)."""
+
+    def __init__(self, alpha: float) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(x * self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
+def glu(act: nn.Module, gate: torch.Tensor, up: torch.Tensor, limit: float | None, up_shift: float) -> torch.Tensor:
+    """``act(gate) * (up + up_shift)``, the gate first clamped to at most ``limit`` and ``up`` to
+    ``[-limit, limit]`` (None: no clamp). With neither, exactly ``act(gate) * up``."""
+    if limit is not None:
+        gate, up = gate.clamp(max=limit), up.clamp(-limit, limit)
+    if up_shift:
+        up = up + up_shift
+    return act(gate) * up
+
+
 def _dropout(p: float) -> nn.Module:
     # Identity when off keeps forward a straight line and adds nothing to the module tree's behaviour.
     return nn.Dropout(p) if p > 0 else nn.Identity()
@@ -164,6 +188,9 @@ class GatedMLP(nn.Module):
     """Gated FFN: down_proj(act(gate_proj(x)) * up_proj(x)) (GLU variants, Shazeer 2020).
 
     ``SwiGLU``, ``GeGLU``, ``ReGLU`` and ``Bilinear`` are presets of this module: the activation fixed by their name.
+    gpt-oss's experts clamp their SwiGLU and shift the up projection: ``alpha=1.702, limit=7.0, up_shift=1.0``
+    compute ``down_proj(g * sigmoid(1.702 g) * (u + 1))`` with ``g = min(gate_proj(x), 7)`` and ``u =
+    up_proj(x)`` clamped to ``[-7, 7]`` (see :func:`glu`).
 
     Args:
         d_model: width E of the input and output.
@@ -173,8 +200,14 @@ class GatedMLP(nn.Module):
         multiple_of: rounding of the default hidden width (ignored when ``hidden`` is given).
         bias: whether the three projections have a bias (Llama and PaLM use none).
         dropout: dropout probability on the output.
+        alpha: the gain of the sigmoid in ``silu`` (``x * sigmoid(alpha * x)``); 1.0 is plain SiLU.
+        limit: clamp the gate to at most ``limit`` and the up projection to ``[-limit, limit]``; None: no clamp.
+        up_shift: added to the up projection (after the clamp) before it multiplies the gate.
         device: device of the parameters.
         dtype: dtype of the parameters.
+
+    Raises:
+        ValueError: an ``alpha`` other than 1.0 with an activation other than ``silu``.
     """
 
     def __init__(
@@ -186,6 +219,9 @@ class GatedMLP(nn.Module):
         multiple_of: int = 256,
         bias: bool = False,
         dropout: float = 0.0,
+        alpha: float = 1.0,
+        limit: float | None = None,
+        up_shift: float = 0.0,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -194,13 +230,16 @@ class GatedMLP(nn.Module):
         hidden = gated_hidden(d_model, multiple_of) if hidden is None else hidden
         self.gate_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
         self.up_proj = nn.Linear(d_model, hidden, bias=bias, **factory_kwargs)
-        self.act = activation_module(activation, **factory_kwargs)
+        if alpha != 1.0 and activation != "silu":
+            raise ValueError(f"alpha is the gain of silu's sigmoid; the activation is {activation!r}")
+        self.act = activation_module(activation, **factory_kwargs) if alpha == 1.0 else SigmoidGate(alpha)
+        self.limit, self.up_shift = limit, up_shift
         self.down_proj = residual_output(nn.Linear(hidden, d_model, bias=bias, **factory_kwargs))
         self.dropout = _dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (N, L, E) -> (N, L, E); H is the hidden width."""
-        h = self.act(self.gate_proj(x)) * self.up_proj(x)  # (N, L, H)
+        h = glu(self.act, self.gate_proj(x), self.up_proj(x), self.limit, self.up_shift)  # (N, L, H)
         return self.dropout(self.down_proj(h))  # (N, L, E)
 
 
@@ -263,9 +302,24 @@ class GatedConfig(ComponentConfig):
 
 
 class SwiGLUConfig(GatedConfig):
-    """SwiGLU: silu-gated FFN."""
+    """SwiGLU: silu-gated FFN, optionally clamped and shifted as gpt-oss's experts."""
 
     type: Literal["swiglu"] = "swiglu"
+    alpha: float = Field(
+        1.0, gt=0, description="Gain of the gate's sigmoid, gate * sigmoid(alpha * gate); 1.0 is SiLU (gpt-oss: 1.702)."
+    )
+    limit: float | None = Field(
+        None,
+        gt=0,
+        description="Clamp the gate to at most limit and the up projection to [-limit, limit] (gpt-oss: 7.0); "
+        "None: no clamp.",
+    )
+    up_shift: float = Field(0.0, description="Added to the up projection before it gates (gpt-oss: 1.0).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        *GatedConfig.examples,
+        {"hidden": 20, "bias": True, "alpha": 1.702, "limit": 0.5, "up_shift": 1.0},  # gpt-oss's experts
+    )
 
 
 class GeGLUConfig(GatedConfig):

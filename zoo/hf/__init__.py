@@ -295,6 +295,8 @@ def _hf_checkpoint(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Te
     if uncovered:
         raise HFExportError(f"the {family.name} table has no row for zoo weights {', '.join(uncovered)}")
     state = to_hf_state(found, zoo)
+    if family.hf_layout is not None:
+        state = family.hf_layout(state)
     hf_class = family.hf_class(recipe)
     if hf_class == family.base_class:
         state = {n.removeprefix(family.base_prefix): t for n, t in state.items()}

@@ -300,6 +300,9 @@ class Family:
     """The bare base model class, whose checkpoints carry no ``base_prefix``; exported that way."""
     layout: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None
     """Rewrites other on-disk layouts of the family (e.g. fused experts) into the table's."""
+    hf_layout: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None
+    """On export, rewrites the table's layout into the one the HF class loads where they differ (gpt-oss's
+    experts, fused across experts on disk, which a table's rows name one expert at a time); see ``layout``."""
     recipes: tuple[str, ...] = ()
     """Named recipes of this family's published checkpoints (the README's family table lists them)."""
     unread: Mapping[str, str] = field(default_factory=dict)
@@ -343,6 +346,7 @@ class Family:
             "base_prefix": self.base_prefix,
             "head_prefixes": self.head_prefixes,
             "layout": self.layout,
+            "hf_layout": self.hf_layout,
         }
         table = self.table.derive(rows, drop, defaults or {})
         return table.family(name, classes=classes, **{**inherited, **changes})

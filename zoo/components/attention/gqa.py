@@ -23,6 +23,9 @@ from zoo.registry import preset
 
 from .base import _Attention, _indivisible, _resolve_head_dim
 from .masks import BlockSparse, KeyMask, SlidingWindow
+from .sinks import with_sinks
+
+SINKS_AND_SOFTCAP = "sinks with softcap: the kernels would cap the sink's logit too (no model has both)"
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,15 @@ class GroupedQueryAttention(_Attention):
         scale: score scale; None means ``1 / sqrt(head_dim)``.
         softcap: scores become ``softcap * tanh(scores / softcap)`` before masking; None: no cap.
         dropout: dropout on the attention weights, in training only.
+        sinks: a learned logit per query head in every softmax denominator, its value zero (gpt-oss;
+            ``attention.sinks``); zeros until trained or loaded.
         causal: self-attention of a decoder: a position sees itself and earlier ones only.
         cross: keys and values come from ``context`` (the encoder output) instead of ``x``; no key mask, no
             positions of its own.
 
     Raises:
         ValueError: ``num_heads`` not divisible by ``num_kv_heads``, or ``d_model`` by ``num_heads``
-            when ``head_dim`` is not given, or a window < 1.
+            when ``head_dim`` is not given, or a window < 1, or sinks with a soft-cap.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class GroupedQueryAttention(_Attention):
         scale: float | None = None,
         softcap: float | None = None,
         dropout: float = 0.0,
+        sinks: bool = False,
         causal: bool = False,
         cross: bool = False,
         device=None,
@@ -112,6 +118,8 @@ class GroupedQueryAttention(_Attention):
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads})")
+        if sinks and softcap is not None:
+            raise ValueError(SINKS_AND_SOFTCAP)
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = _resolve_head_dim(d_model, num_heads, head_dim, "num_heads")
@@ -122,6 +130,7 @@ class GroupedQueryAttention(_Attention):
         self.k_proj = nn.Linear(d_model, kv_dim, bias=on.k, **factory)
         self.v_proj = nn.Linear(d_model, kv_dim, bias=on.v, **factory)
         self.o_proj = residual_output(nn.Linear(q_dim, d_model, bias=on.o, **factory))
+        self.sinks = nn.Parameter(torch.zeros(num_heads, **factory)) if sinks else None
         if qk_norm is not None:
             self.qk_norm_scope = qk_norm.scope
             per_head = qk_norm.scope == "head"
@@ -157,6 +166,7 @@ class GroupedQueryAttention(_Attention):
         scale: float | None = None,
         softcap: float | None = None,
         dropout: float = 0.0,
+        sinks: bool = False,
         causal: bool = False,
         cross: bool = False,
         device=None,
@@ -184,6 +194,7 @@ class GroupedQueryAttention(_Attention):
             scale=scale,
             softcap=softcap,
             dropout=dropout,
+            sinks=sinks,
             causal=causal,
             cross=cross,
             device=device,
@@ -211,9 +222,12 @@ class GroupedQueryAttention(_Attention):
         q, k, v, mask, bias = self._keys_values(
             x, q, context=context, mask=mask, positions=positions, pos=pos, cache=cache
         )
-        p = self.dropout if self.training else 0.0
+        p, scale = self.dropout if self.training else 0.0, self.scale
+        if self.sinks is not None:  # one more key per query head: the sink (``sinks.py``)
+            scale = self.head_dim**-0.5 if scale is None else scale
+            q, k, v, mask, bias = with_sinks(q, k, v, mask, bias, self.sinks, scale)
         y = self.kernel(
-            q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, softcap=self.softcap, dropout_p=p
+            q, k, v, mask=mask, bias=bias, causal=self.causal, scale=scale, softcap=self.softcap, dropout_p=p
         )
         # y: (N, H, L, D)
         y = y.transpose(1, 2).reshape(n, L, self.num_heads * self.head_dim)  # (N, L, H*D)
@@ -222,6 +236,7 @@ class GroupedQueryAttention(_Attention):
     def extra_repr(self) -> str:
         extra = f", softcap={self.softcap}" if self.softcap is not None else ""
         extra += f", window={self.window}" if self.window is not None else ""
+        extra += ", sinks=True" if self.sinks is not None else ""
         return (
             f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
             f"causal={self.causal}, cross={self.cross}{extra}"
@@ -259,6 +274,11 @@ class AttentionConfig(ComponentConfig):
     qk_norm_scope: Literal["head", "projection"] = Field(
         "head", description="head: over each head's head_dim (Qwen3); projection: over the whole q/k (OLMo 2)."
     )
+    sinks: bool = Field(
+        False,
+        description="A learned logit per query head that joins every softmax denominator, its value zero, so a "
+        "query may attend to nothing (gpt-oss's attention sinks).",
+    )
     window: int | None = Field(
         None,
         ge=1,
@@ -293,6 +313,7 @@ class AttentionConfig(ComponentConfig):
         {"num_heads": 4, "sparse_block_size": 2, "random_blocks": 0},
         {"num_heads": 4, "qk_norm": "rmsnorm"},
         {"num_heads": 4, "window": 3},
+        {"num_heads": 4, "sinks": True, "window": 3},
         {"num_heads": 4, "rotary": {"type": "rope", "theta": 100.0}},
         {"num_heads": 4, "rotary": {"type": "none"}},
         {"num_heads": 4, "position_bias": {"type": "t5_relative", "num_buckets": 8, "max_distance": 16}},
@@ -310,6 +331,8 @@ class AttentionConfig(ComponentConfig):
             problems.append(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})")
         if self.head_dim is None and ctx.d_model % self.num_heads:
             problems.append(_indivisible(ctx.d_model, self.num_heads, "num_heads"))
+        if self.sinks and self.softcap is not None:
+            problems.append(SINKS_AND_SOFTCAP)
         if self.rotary is not None and not ctx.cross:
             problems += self._rotary_problems(ctx)
         if self.position_bias is not None and not ctx.cross:
@@ -371,8 +394,9 @@ class AttentionConfig(ComponentConfig):
             norm_acts = H * D + Hkv * D
         if self.position_bias is not None and not ctx.cross:  # this layer's own table (cross-attention has none)
             norms += nested_cost("positional", self.position_bias, ctx).params
+        sinks = H if self.sinks else 0  # one logit per query head
         return Cost(
-            params=weights + biases + norms,
+            params=weights + biases + norms + sinks,
             matmul=weights,
             score_width=H * D,
             kv_width=Hkv * D,
@@ -401,6 +425,7 @@ class GQAConfig(AttentionConfig):
         {"num_heads": 4, "num_kv_heads": 2},
         {"num_heads": 4, "num_kv_heads": 1, "head_dim": 6, "bias": False, "o_bias": True, "softcap": 5.0},
         {"num_heads": 4, "num_kv_heads": 2, "qk_norm": {"type": "layernorm"}, "qk_norm_scope": "projection"},
+        {"num_heads": 4, "num_kv_heads": 2, "head_dim": 6, "sinks": True},  # gpt-oss
     )
 
 

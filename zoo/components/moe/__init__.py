@@ -12,7 +12,8 @@ DeepSeek-V3).
 The defaults are Mixtral's router (softmax, top_k renormalised, no groups, no bias, no scaling); Qwen2-MoE
 keeps the top_k softmax probabilities as they are (``normalize: false``) and gates its shared expert;
 DeepSeek-V3 scores with a sigmoid, chooses with a correction bias among the best groups, renormalises and
-scales by 2.5.
+scales by 2.5; gpt-oss's router learns a bias on its logits (``router_bias``) and weights the top_k by a softmax
+over their logits, which is Mixtral's renormalised softmax.
 
 The experts are ordinary FFN modules (anything mapping ``(N, L, E) -> (N, L, E)`` position-wise), so an
 MoE is usable without zoo: ``MoE(64, num_experts=4, top_k=2, expert=lambda: GatedMLP(64, hidden=128))``.

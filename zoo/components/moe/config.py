@@ -54,6 +54,11 @@ class MoEConfig(ComponentConfig):
     shared_expert_gate: bool = Field(
         False, description="Scale the shared expert by sigmoid(Linear(E, 1)) of the token (Qwen2-MoE)."
     )
+    router_bias: bool = Field(
+        False,
+        description="The router learns a bias on its logits (gpt-oss, whose softmax over the top_k logits is "
+        "scoring: softmax with normalize: true).",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"num_experts": 4, "top_k": 2, "expert": {"type": "swiglu", "hidden": 16}},
@@ -77,6 +82,12 @@ class MoEConfig(ComponentConfig):
             "topk_group": 2,
             "routed_scaling_factor": 2.5,
         },
+        {  # gpt-oss: a biased router, biased experts clamped and shifted
+            "num_experts": 4,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8, "bias": True, "alpha": 1.702, "limit": 0.5, "up_shift": 1.0},
+            "router_bias": True,
+        },
     )
 
     @model_validator(mode="after")
@@ -93,11 +104,13 @@ class MoEConfig(ComponentConfig):
         shared = nested_cost("ffn", self.shared_expert, ctx) if self.shared_expert is not None else Cost(params=0)
         if expert is None or shared is None:
             return None
-        # The router E·X and the shared expert's gate E·1 (Qwen2-MoE); the correction bias is a buffer.
+        # The router E·X and the shared expert's gate E·1 (Qwen2-MoE); the router's bias X (gpt-oss) is no
+        # matmul; the correction bias is a buffer.
         router = E * X + (E if self.shared_expert_gate else 0)
+        bias = X if self.router_bias else 0
         return Cost(
-            params=router + X * expert.params + shared.params,
-            active=router + K * expert.active_params + shared.active_params,
+            params=router + bias + X * expert.params + shared.params,
+            active=router + bias + K * expert.active_params + shared.active_params,
             matmul=router + K * expert.matmul + shared.matmul,
             acts=E + X + K * expert.acts + shared.acts,
         )

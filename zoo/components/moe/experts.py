@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from zoo.components.ffn import MLP, GatedMLP
+from zoo.components.ffn import MLP, GatedMLP, glu
 
 
 def _build_expert(
@@ -50,6 +50,9 @@ class GroupedExperts(nn.Module):
         activation: the activation module (applied to the gate, or to the up projection).
         gated: a gated FFN (three projections) rather than a two-layer MLP.
         bias: biases on the projections.
+        limit: gated experts clamp the gate to at most ``limit`` and the up projection to ``[-limit, limit]``
+            (gpt-oss; None: no clamp), as ``GatedMLP`` does.
+        up_shift: gated experts add it to the up projection before it gates (gpt-oss: 1.0).
     """
 
     def __init__(
@@ -61,6 +64,8 @@ class GroupedExperts(nn.Module):
         activation: nn.Module,
         gated: bool,
         bias: bool,
+        limit: float | None = None,
+        up_shift: float = 0.0,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -76,6 +81,7 @@ class GroupedExperts(nn.Module):
         self.register_parameter(self.first_bias, nn.Parameter(torch.empty(X, rows, **factory)) if bias else None)
         self.down_bias = nn.Parameter(torch.empty(X, E, **factory)) if bias else None
         self.act = activation
+        self.limit, self.up_shift = limit, up_shift
         if self.down_proj.device.type != "meta":
             self.reset_parameters()
 
@@ -85,14 +91,16 @@ class GroupedExperts(nn.Module):
         dropout), or None for any other module."""
         if type(expert) not in (MLP, GatedMLP) or not isinstance(expert.dropout, nn.Identity):
             return None
-        up = expert.up_proj
+        up, is_gated = expert.up_proj, isinstance(expert, GatedMLP)
         return cls(
             num_experts,
             up.in_features,
             up.out_features,
             activation=expert.act,
-            gated=isinstance(expert, GatedMLP),
+            gated=is_gated,
             bias=up.bias is not None,
+            limit=expert.limit if is_gated else None,
+            up_shift=expert.up_shift if is_gated else 0.0,
             **factory,
         )
 
@@ -124,7 +132,7 @@ class GroupedExperts(nn.Module):
         h = F.linear(x, first, None if first_bias is None else first_bias[e])  # (..., 2H) or (..., H)
         if self.gated:
             gate, up = h.chunk(2, dim=-1)
-            h = self.act(gate) * up  # (..., H)
+            h = glu(self.act, gate, up, self.limit, self.up_shift)  # (..., H)
         else:
             h = self.act(h)
         return F.linear(h, self.down_proj[e], None if self.down_bias is None else self.down_bias[e])
@@ -175,4 +183,6 @@ class GroupedExperts(nn.Module):
 
     def extra_repr(self) -> str:
         kind = "gated" if self.gated else "mlp"
-        return f"num_experts={self.num_experts}, {kind} {self.d_model} -> {self.hidden} -> {self.d_model}"
+        extra = f", limit={self.limit}" if self.limit is not None else ""
+        extra += f", up_shift={self.up_shift}" if self.up_shift else ""
+        return f"num_experts={self.num_experts}, {kind} {self.d_model} -> {self.hidden} -> {self.d_model}{extra}"

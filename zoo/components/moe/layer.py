@@ -79,6 +79,8 @@ class MoE(nn.Module):
             (DeepSeek-V3: 2.5).
         shared_expert_gate: scale the shared expert's output by ``sigmoid(shared_expert_gate(x))``, a learned
             ``Linear(E, 1)`` without bias (Qwen2-MoE); needs a ``shared_expert``.
+        router_bias: the router's linear layer learns a bias, added to the logits before they are scored
+            (gpt-oss; with softmax scoring and ``normalize``, its weights are a softmax over the top_k logits).
         device: device of the parameters (experts are built under it).
         dtype: dtype of the parameters (experts are cast to it).
 
@@ -104,6 +106,7 @@ class MoE(nn.Module):
         topk_group: int = 1,
         routed_scaling_factor: float = 1.0,
         shared_expert_gate: bool = False,
+        router_bias: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -122,7 +125,7 @@ class MoE(nn.Module):
         self.n_group = n_group
         self.topk_group = topk_group
         self.routed_scaling_factor = routed_scaling_factor
-        self.router = nn.Linear(d_model, num_experts, bias=False, device=device, dtype=dtype)
+        self.router = nn.Linear(d_model, num_experts, bias=router_bias, device=device, dtype=dtype)
         # A buffer, not a parameter: no gradient moves it (DeepSeek-V3 nudges it by the load), and Hugging Face
         # holds it as one. float32 whatever the model's dtype, as the scores it is added to.
         bias = torch.zeros(num_experts, device=device, dtype=torch.float32) if correction_bias else None
@@ -158,7 +161,8 @@ class MoE(nn.Module):
             # float32 softmax as in Mixtral: bf16 probabilities are too coarse to rank and weight experts well.
             probs = self.router(tokens).float().softmax(dim=-1)  # (T, X)
         else:  # DeepSeek-V3 keeps its router in float32 and scores there
-            probs = F.linear(tokens.float(), self.router.weight.float()).sigmoid()  # (T, X)
+            bias = None if self.router.bias is None else self.router.bias.float()
+            probs = F.linear(tokens.float(), self.router.weight.float(), bias).sigmoid()  # (T, X)
         if self.e_score_correction_bias is None and self.n_group == 1:
             weights, indices = probs.topk(self.top_k, dim=-1)  # (T, k), (T, k)
         else:
@@ -230,4 +234,6 @@ class MoE(nn.Module):
             extra += f", n_group={self.n_group}, topk_group={self.topk_group}"
         if self.routed_scaling_factor != 1.0:
             extra += f", routed_scaling_factor={self.routed_scaling_factor}"
+        if self.router.bias is not None:
+            extra += ", router_bias=True"
         return f"num_experts={self.num_experts}, top_k={self.top_k}{extra}"

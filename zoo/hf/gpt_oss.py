@@ -1,0 +1,156 @@
+"""gpt-oss (``GptOssForCausalLM``): Llama's stack with biased q/k/v/o projections, a learned attention sink per
+query head (``attention.sinks``), sliding-window layers from ``layer_types`` (by default every other layer, the
+first sliding) and a mixture of biased experts: a biased router whose softmax over its top-k logits weights them
+(zoo's softmax renormalised over the top-k), and a clamped SwiGLU, ``min(g, limit) * sigmoid(alpha * min(g,
+limit)) * (clamp(u, -limit, limit) + 1)`` (the swiglu FFN's ``alpha``, ``limit``, ``up_shift``).
+
+The checkpoint holds each layer's experts fused: ``mlp.experts.gate_up_proj`` (X, E, 2H), each expert's gate and
+up columns interleaved, ``gate_up_proj_bias`` (X, 2H), ``down_proj`` (X, H, E), ``down_proj_bias`` (X, E); they
+are imported one expert at a time (``unfuse``) and written back fused (``fuse``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from zoo.errors import HFImportError
+
+from . import qwen2
+from .llama import COMMON, IGNORED, LLAMA
+from .mapping import Rule, unsupported
+from .rope import ROPE_OPTIONS
+from .rows import ROPE
+from .table import Computed, Fixed, Key, Refused, Require, Unread
+
+LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
+PARTS = ("router", *(f"experts.{{e}}.{p}_proj" for p in ("gate", "up", "down")))
+RULES = (
+    *COMMON,
+    Rule(f"{LAYER}.self_attn.sinks", f"{BLOCK}.attention.sinks"),
+    *(Rule(f"{LAYER}.mlp.{p}.{k}", f"{BLOCK}.ffn.{p}.{k}") for p in PARTS for k in ("weight", "bias")),
+)
+EXPERT = re.compile(r"(.+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.(weight|bias)")
+YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
+YARN["original_max_position_embeddings"] = 4096  # GptOssConfig's rope without rope_parameters
+
+
+def unfuse(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The fused experts one by one (``mlp.experts.3.gate_proj.weight``, as nn.Linear holds it: (out, in))."""
+    out = {}
+    for name, t in state.items():
+        experts, _, leaf = name.rpartition(".")
+        if not experts.endswith(".mlp.experts"):
+            out[name] = t
+            continue
+        kind = "bias" if leaf.endswith("_bias") else "weight"
+        for e, x in enumerate(t.unbind(0)):
+            x = x.t() if kind == "weight" else x  # stored (in, out)
+            parts = {"gate": x[::2], "up": x[1::2]} if leaf.startswith("gate_up") else {"down": x}
+            out.update({f"{experts}.{e}.{p}_proj.{kind}": y for p, y in parts.items()})
+    return out
+
+
+def fuse(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The way back of ``unfuse``: each layer's experts stacked, weights (in, out), gate and up interleaved."""
+    out, parts = {}, {}
+    for name, t in state.items():
+        match = EXPERT.fullmatch(name)
+        if match is None:
+            out[name] = t
+            continue
+        experts, e, p, kind = match.groups()
+        parts.setdefault((experts, kind), {}).setdefault(p, {})[int(e)] = t.t() if kind == "weight" else t
+    for (experts, kind), by in parts.items():
+        gate, up, down = (torch.stack([x for _, x in sorted(by[p].items())]) for p in ("gate", "up", "down"))
+        suffix = "_bias" if kind == "bias" else ""
+        out[f"{experts}.gate_up_proj{suffix}"] = torch.stack([gate, up], dim=-1).flatten(-2)
+        out[f"{experts}.down_proj{suffix}"] = down
+    return out
+
+
+def _windows(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    # GptOssConfig has no use_sliding_window: its layer_types (by default sliding, full, sliding, ...) decide.
+    n = config["num_hidden_layers"]
+    types = config["layer_types"] or [qwen2.LAYER_TYPES[(i + 1) % 2] for i in range(n)]
+    keys = {**config, "use_sliding_window": True, "max_window_layers": n, "layer_types": types}
+    return qwen2.with_sliding_layers(recipe, *qwen2.sliding_layers(keys))
+
+
+def _rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    # A config without rope_parameters or rope_scaling has GptOssConfig's YaRN, at its rope_theta.
+    if config["rope_parameters"] is None and config["rope_scaling"] is None:
+        config = {**config, "rope_parameters": {**YARN, "rope_theta": config["rope_theta"]}}
+    problems = unsupported(config, ROPE_OPTIONS)
+    if problems:
+        raise HFImportError(problems)
+    return ROPE.read(config, recipe)
+
+
+def _clamped(recipe: Any) -> str | None:
+    expert = recipe.ffn.expert
+    return None if expert.hidden and expert.limit else "ffn.expert needs its hidden width and a limit (it clamps)"
+
+
+WINDOW_KEYS = ("sliding_window", "layer_types")  # of Qwen2's: GptOssConfig has no use_sliding_window
+WINDOWS = Computed(
+    "sliding layers",
+    keys={"sliding_window": 128, "layer_types": None},
+    paths=("attention.window", "layers"),
+    read=_windows,
+    write=lambda recipe, weights: {k: v for k, v in qwen2.hf_sliding_layers(recipe).items() if k in WINDOW_KEYS},
+    requires={"layers": qwen2.only_windows_differ},
+    last=True,  # its layer overrides copy the attention as the other rows made it
+)
+
+GPT_OSS = LLAMA.derive(
+    "gpt_oss",
+    classes=("GptOssForCausalLM",),
+    rules=RULES,
+    ignored=IGNORED,
+    layout=unfuse,
+    hf_layout=fuse,
+    recipes=("gpt-oss-20b", "gpt-oss-120b"),
+    drop=("mlp_bias", "pretraining_tp", "sliding_window", "gated ffn", "hidden_act", "layers"),
+    rows=(
+        replace(ROPE, read=_rope),
+        Fixed("attention.sinks", True),
+        WINDOWS,
+        *qwen2.WINDOW_OPTIONS,
+        Fixed("ffn.type", "moe"),
+        Key("num_local_experts", "ffn.num_experts", 128),
+        Key("num_experts_per_tok", "ffn.top_k", 4),
+        Key("router_aux_loss_coef", "ffn.aux_loss_coef", 0.001),
+        Fixed("ffn.router_bias", True),
+        Fixed("ffn.expert.type", "swiglu"),
+        Fixed("ffn.expert.bias", True),
+        Fixed("ffn.expert.up_shift", 1.0),  # GptOssExperts' (up + 1)
+        Key("intermediate_size", "ffn.expert.hidden", 2880),
+        Key("swiglu_alpha", "ffn.expert.alpha", 1.702),
+        Key("swiglu_limit", "ffn.expert.limit", 7.0),
+        Require("ffn.expert", _clamped),
+        Refused("swiglu_limit", lambda v: v is not None, "GptOssExperts clamp by it; without one they cannot run"),
+        Unread("hidden_act", "GptOssExperts ignore it: their gate is x * sigmoid(swiglu_alpha * x), clamped"),
+        Refused(
+            "quantization_config",
+            lambda v: v is None,
+            "the published experts are MXFP4 blocks and scales (gate_up_proj_blocks, ..._scales); zoo reads plain "
+            "tensors: dequantise them first (transformers: Mxfp4Config(dequantize=True), then save_pretrained)",
+        ),
+    ),
+    defaults={
+        "vocab_size": 201088,
+        "hidden_size": 2880,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "attention_bias": True,
+        "rope_theta": 150000.0,
+    },
+)
