@@ -51,6 +51,33 @@ CASES = {
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         ),
     },
+    "gpt-oss-yarn-mqa": {
+        "family": "gpt_oss",
+        "hf_class": "GptOssForCausalLM",
+        "config": dict(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=8,
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            sliding_window=6,
+            swiglu_limit=0.05,
+            max_position_embeddings=256,
+            rope_parameters={  # the published YaRN at a context the 12-token tests pass the original of
+                "rope_type": "yarn",
+                "rope_theta": 1000.0,
+                "factor": 32.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+                "original_max_position_embeddings": 8,
+            },
+        ),
+    },
 }
 
 

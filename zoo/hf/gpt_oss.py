@@ -17,12 +17,9 @@ from typing import Any
 
 import torch
 
-from zoo.errors import HFImportError
-
 from . import qwen2
 from .llama import COMMON, IGNORED, LLAMA
-from .mapping import Rule, unsupported
-from .rope import ROPE_OPTIONS
+from .mapping import Rule
 from .rows import ROPE
 from .table import Computed, Fixed, Key, Refused, Require, Unread
 
@@ -84,9 +81,6 @@ def _rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     # A config without rope_parameters or rope_scaling has GptOssConfig's YaRN, at its rope_theta.
     if config["rope_parameters"] is None and config["rope_scaling"] is None:
         config = {**config, "rope_parameters": {**YARN, "rope_theta": config["rope_theta"]}}
-    problems = unsupported(config, ROPE_OPTIONS)
-    if problems:
-        raise HFImportError(problems)
     return ROPE.read(config, recipe)
 
 
