@@ -259,7 +259,7 @@ class Table:
         """The ``Family`` of this table: its translation generated, its weight table and names given. An import
         names the family (``hf_family``), so a checkpoint exports back as its own family even where another
         family computes the same network (Helium's without biases is ERNIE 4.5's)."""
-        own = Fixed("hf_family", name, also=(None,))
+        own = Fixed("hf_family", model_type or name, also=(None,))  # what family_of looks up: the model_type
         self = Table((*(r for r in self.rows if not (isinstance(r, Fixed) and r.path == "hf_family")), own))
         return Family(
             name=name,
