@@ -34,7 +34,7 @@ SECTIONS = ("block", "embedding", "positional", "attention", "norm", "ffn", "hea
 
 NOT_NETWORK = frozenset({"dropout", "sinusoidal_init"})
 """Component fields that do not change what a trained network computes (training dropout, an init choice that
-imported weights replace), so a config without them exports)."""
+imported weights replace): a config without them still exports."""
 
 
 def _same(value: Any) -> Any:
