@@ -14,26 +14,31 @@ from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Rule, activation_option
 from .table import Computed, Key, Unread
 
 LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
+LINEAR = ("attention_norm", "ffn_norm", "ffn.up_proj", "ffn.down_proj")
 
-RULES = (
-    Rule("transformer.wte.weight", "embedding.token.weight"),
-    Rule("transformer.wpe.weight", "positional.embedding.weight"),
+
+def linear_rules(*attention: Rule) -> tuple[Rule, ...]:
+    """GPT-2's weight rows as ``nn.Linear`` holds them (out, in), around the family's ``attention`` rows."""
+    return (
+        Rule("transformer.wte.weight", "embedding.token.weight"),
+        Rule("transformer.wpe.weight", "positional.embedding.weight"),
+        *attention,
+        *(
+            Rule(f"{LAYER}.{hf}.{kind}", f"{BLOCK}.{zoo}.{kind}")
+            for hf, zoo in zip(("ln_1", "ln_2", "mlp.c_fc", "mlp.c_proj"), LINEAR, strict=True)
+            for kind in ("weight", "bias")
+        ),
+        Rule("transformer.ln_f.weight", "final_norm.weight"),
+        Rule("transformer.ln_f.bias", "final_norm.bias"),
+        Rule("lm_head.weight", "head.proj.weight"),  # only when untied
+    )
+
+
+RULES = linear_rules(
     Rule(f"{LAYER}.attn.c_attn.weight", QKV_WEIGHTS, grouped_qkv),
     Rule(f"{LAYER}.attn.c_attn.bias", QKV_BIASES, grouped_qkv),
-    *(
-        Rule(f"{LAYER}.{hf}.{kind}", f"{BLOCK}.{zoo}.{kind}")
-        for hf, zoo in (
-            ("ln_1", "attention_norm"),
-            ("attn.c_proj", "attention.o_proj"),
-            ("ln_2", "ffn_norm"),
-            ("mlp.c_fc", "ffn.up_proj"),
-            ("mlp.c_proj", "ffn.down_proj"),
-        )
-        for kind in ("weight", "bias")
-    ),
-    Rule("transformer.ln_f.weight", "final_norm.weight"),
-    Rule("transformer.ln_f.bias", "final_norm.bias"),
-    Rule("lm_head.weight", "head.proj.weight"),  # only when untied
+    Rule(f"{LAYER}.attn.c_proj.weight", f"{BLOCK}.attention.o_proj.weight"),
+    Rule(f"{LAYER}.attn.c_proj.bias", f"{BLOCK}.attention.o_proj.bias"),
 )
 
 TANH = {**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}
