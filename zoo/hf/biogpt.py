@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .bart import FAIRSEQ_LAYER
 from .mapping import Rule
-from .rows_classic import mlp, pad, width
+from .rows_classic import defers_to, mlp, pad, width
 from .table import Fixed, Key, Unread
 from .xglm import XGLM
 
@@ -43,6 +43,7 @@ BIOGPT = XGLM.derive(
         *mlp("hidden_act", "gelu", "BioGPT"),
         Key("hidden_dropout_prob", "dropout", 0.1),
         pad(1),
+        defers_to("opt", "biogpt"),
         Fixed("positional.type", "learned"),
         Unread("layer_norm_eps", "BioGPT builds its LayerNorms with PyTorch's eps (1e-5) and never reads it"),
     ),

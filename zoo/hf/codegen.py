@@ -19,7 +19,7 @@ from .gpt2 import GPT2, SUMMARY
 from .gpt_bigcode import BLOCK, LAYER
 from .mapping import Rule, Transform
 from .rope import rotary_fraction
-from .rows_classic import biases
+from .rows_classic import biases, defers_to
 from .table import Computed, Fixed, Refused, Require, Unread
 
 MP = 4  # CodeGen's mp_num, a constant of its code
@@ -74,6 +74,7 @@ CODEGEN = GPT2.derive(
         Fixed("block.parallel", True),
         Fixed("block.shared_norm", True),
         Require("d_model", mp_blocks),
+        defers_to("gptj", "codegen"),
         Computed(
             "rope",
             keys={"rotary_dim": 64},
