@@ -37,10 +37,8 @@ RULES = (
         for hf, zoo in (("ln_1", "attention_norm"), ("mlp.fc_in", "ffn.up_proj"), ("mlp.fc_out", "ffn.down_proj"))
         for kind in ("weight", "bias")
     ),
-    Rule("transformer.ln_f.weight", "final_norm.weight"),
-    Rule("transformer.ln_f.bias", "final_norm.bias"),
-    Rule("lm_head.weight", "head.proj.weight"),
-    Rule("lm_head.bias", "head.proj.bias"),
+    *(Rule(f"transformer.ln_f.{kind}", f"final_norm.{kind}") for kind in ("weight", "bias")),
+    *(Rule(f"lm_head.{kind}", f"head.proj.{kind}") for kind in ("weight", "bias")),
 )
 
 
@@ -57,23 +55,18 @@ def write_rope(recipe: Any, weights: Any) -> dict[str, Any]:
     return {"rotary_dim": rotary_dims(recipe.attention.head_dim_for(recipe.d_model), recipe.positional.rotary_fraction)}
 
 
-def mp_blocks(recipe: Any) -> str | None:
-    return None if recipe.d_model % MP == 0 else f"d_model is {recipe.d_model}, needs a multiple of {MP} (mp_num)"
-
-
 CODEGEN = GPT2.derive(
     "codegen",
     classes=("CodeGenForCausalLM",),
     rules=RULES,
     ignored=(f"{LAYER}.attn.causal_mask", f"{LAYER}.attn.masked_bias"),  # mask buffers of the checkpoints
-    head_prefixes=("lm_head.",),
     recipes=("codegen-350m-mono", "codegen-2b-mono"),
     drop=("positional.type", "tie_word_embeddings", "add_cross_attention", "scale_attn_weights")
     + ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", *SUMMARY),
     rows=(
         Fixed("block.parallel", True),
         Fixed("block.shared_norm", True),
-        Require("d_model", mp_blocks),
+        Require("d_model", lambda r: None if r.d_model % MP == 0 else f"d_model is {r.d_model}, needs a multiple of 4"),
         defers_to("gptj", "codegen"),
         Computed(
             "rope",
