@@ -30,6 +30,11 @@ CASES = {
     },
 }
 
+ZOO_MODELS = {
+    # zoo's GPT-2 with one key/value head: GPT-2 cannot say it, GPTBigCode can
+    "gpt-tiny-mqa": ("gpt-tiny", {"attention": {"type": "mqa", "num_heads": 4}}),
+}
+
 
 def starcoder(n_embd: int, n_head: int, n_layer: int) -> dict:
     """A StarCoder config.json (bigcode's): its runner keys are the bigcode fork's, which transformers ignores."""

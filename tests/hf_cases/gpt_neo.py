@@ -38,6 +38,15 @@ CASES = {
     },
 }
 
+LOCAL = {"type": "mha", "num_heads": 4, "scale": 1.0, "bias": False, "o_bias": True, "window": 4}
+ZOO_MODELS = {
+    # zoo's GPT-2 with unscaled scores and every other layer local: GPT-Neo's network
+    "gpt-tiny-neo": (
+        "gpt-tiny",
+        {"attention": {**LOCAL, "window": None}, "layers": [{"select": "1::2", "attention": LOCAL}]},
+    ),
+}
+
 
 def gpt_neo(hidden_size: int, num_layers: int, num_heads: int) -> dict:
     """A GPT-Neo config.json (EleutherAI's), global and local layers alternating."""
