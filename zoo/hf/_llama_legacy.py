@@ -1,5 +1,5 @@
 """What is left of the hand-written Llama translation: the token embedding of families not yet written as tables
-(OPT, Phi, StableLM, BART). This file goes when the last of them stops importing it.
+(OPT, Phi, StableLM). This file goes when the last of them stops importing it.
 """
 
 from __future__ import annotations

@@ -73,6 +73,25 @@ CASES = {
             layer_norm_epsilon=1e-6,
         ),
     ),
+    "falcon-mamba-tiny": (
+        "FalconMambaConfig",
+        "FalconMambaForCausalLM",
+        dict(vocab_size=96, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4),
+    ),
+    "falcon-mamba-untied-rank-eps": (
+        "FalconMambaConfig",
+        "FalconMambaForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=24,
+            state_size=4,
+            num_hidden_layers=3,
+            expand=3,
+            time_step_rank=5,
+            mixer_rms_eps=1e-3,
+            tie_word_embeddings=False,
+        ),
+    ),
     "jamba-attention-moe": (
         "JambaConfig",
         "JambaForCausalLM",
@@ -208,7 +227,7 @@ def test_an_option_zoo_cannot_reproduce_is_refused(tmp_path):
         hf_recipe(tmp_path)
 
 
-@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "jamba"])
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "jamba", "falcon_mamba"])
 def test_every_config_attribute_is_read_checked_or_named(model_type):
     family = families()[model_type]
     attributes = set(transformers.AutoConfig.for_model(model_type).to_dict())
@@ -259,6 +278,26 @@ PUBLISHED = {
 }
 
 
+PUBLISHED["falcon-mamba-7b"] = (
+    # tiiuae/falcon-mamba-7b/config.json (the network's keys)
+    "FalconMambaConfig",
+    dict(
+        vocab_size=65024,
+        hidden_size=4096,
+        state_size=16,
+        num_hidden_layers=64,
+        layer_norm_epsilon=1e-5,
+        expand=2,
+        intermediate_size=8192,
+        conv_kernel=4,
+        use_bias=False,
+        use_conv_bias=True,
+        time_step_rank=256,
+        mixer_rms_eps=1e-6,
+        tie_word_embeddings=False,
+    ),
+)
+
 PUBLISHED["jamba-v0.1"] = (
     # ai21labs/Jamba-v0.1/config.json (the network's keys; they are JambaConfig's defaults)
     "JambaConfig",
@@ -295,9 +334,9 @@ def test_named_recipe_has_the_published_parameter_count(recipe):
     expected = sum(p.numel() for p in hf.parameters())
     model = zoo.build(recipe, device="meta")
     assert zoo.count_parameters(model) == expected == model.recipe.expect.parameters
-    family = "jamba" if recipe.startswith("jamba") else model.recipe.attention.type
+    family = "jamba" if recipe.startswith("jamba") else model.recipe.hf_family or model.recipe.attention.type
     assert families()[family].misfits(model.recipe) == []
-    millions = {"mamba-130m": 129.1, "mamba2-130m": 129.0, "jamba-v0.1": 51570.3}[recipe]
+    millions = {"mamba-130m": 129.1, "mamba2-130m": 129.0, "jamba-v0.1": 51570.3, "falcon-mamba-7b": 7272.7}[recipe]
     assert math.isclose(expected / 1e6, millions, abs_tol=0.05)
 
 

@@ -54,7 +54,8 @@ def register_recipes():
 
 @zoo.hookimpl
 def register_hf_families():
+    from .falcon_mamba import FALCON_MAMBA
     from .hf import MAMBA, MAMBA2
     from .jamba import JAMBA
 
-    return [MAMBA, MAMBA2, JAMBA]
+    return [MAMBA, MAMBA2, JAMBA, FALCON_MAMBA]
