@@ -21,8 +21,8 @@ IMPORTED_FROM = {
     # refused by name: tests/test_hf_moe_families.py).
     "deepseek-v3": lambda config: {k: v for k, v in config.items() if k != "quantization_config"},
 }
-TRAINING_DROPOUT = {"mt5-small": 0.1, "umt5-small": 0.1}
-"""The published config's dropout_rate, which the shipped recipe (meant for inference and fine-tuning from
+TRAINING_DROPOUT = {"mt5-small": 0.1, "umt5-small": 0.1, "gpt2-small": 0.1, "bert-base": 0.1, "t5-small": 0.1}
+"""The published config's attention dropout, which the shipped recipe (meant for inference and fine-tuning from
 zero dropout) sets to 0."""
 
 
@@ -76,3 +76,10 @@ def test_named_recipe_has_the_published_parameter_count(recipe):
     model = zoo.build(recipe, device="meta")
     assert zoo.count_parameters(model) == expected
     assert model.recipe.expect is not None and model.recipe.expect.parameters == expected
+
+
+def test_every_named_recipe_of_a_family_has_its_published_config():
+    from zoo.hf import FAMILIES
+
+    missing = [(f.name, name) for f in FAMILIES.values() for name in f.recipes if name not in PUBLISHED]
+    assert not missing, f"named recipes without a PUBLISHED config in tests/hf_cases: {missing}"
