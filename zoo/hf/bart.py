@@ -18,21 +18,10 @@ from typing import Any
 from zoo.architectures import decoder_start
 from zoo.errors import HFImportError
 
-from ._common import defaults_except
-from ._llama_legacy import token_embedding
-from .mapping import (
-    ACTIVATIONS,
-    HF_ACTIVATIONS,
-    UNSQUEEZE,
-    Family,
-    Option,
-    Rule,
-    activation_option,
-    default_head_dim,
-    dtype_name,
-    no_layer_overrides,
-)
+from .mapping import UNSQUEEZE, Rule, default_head_dim, no_layer_overrides
 from .opt import padding_is_pad, stack_norms
+from .rows_classic import LEARNED, mlp, pad
+from .table import Computed, Fixed, Key, Refused, Require, Unread, family
 
 POSITION_OFFSET = 2
 """BART's position ``p`` reads row ``p + 2`` of each ``embed_positions`` (a fairseq leftover, as in OPT)."""
@@ -87,44 +76,10 @@ IGNORED = (
     "lm_head.weight",
 )
 
-DEFAULTS: dict[str, Any] = {
-    "vocab_size": 50265,
-    "max_position_embeddings": 1024,
-    "d_model": 1024,
-    "encoder_layers": 12,
-    "decoder_layers": 12,
-    "encoder_attention_heads": 16,
-    "decoder_attention_heads": 16,
-    "encoder_ffn_dim": 4096,
-    "decoder_ffn_dim": 4096,
-    "activation_function": "gelu",
-    "dropout": 0.1,
-    "attention_dropout": 0.0,
-    "scale_embedding": False,
-    "pad_token_id": 1,
-    "decoder_start_token_id": 2,
-    "tie_word_embeddings": True,
-}
-
 SHARED_TABLE_WHY = (
     "zoo's encoder-decoder has one token table for the encoder, the decoder and the head; an untied BART has "
     "three (shared, encoder and decoder embed_tokens) besides lm_head"
 )
-
-OPTIONS = (
-    activation_option("activation_function", "BART"),
-    Option("tie_word_embeddings", lambda v: v is not False, SHARED_TABLE_WHY),
-    Option("is_decoder", lambda v: not v, "BartForConditionalGeneration is an encoder-decoder (not BartForCausalLM)"),
-)
-
-UNREAD = {
-    "activation_dropout": "dropout after the FFN activation, in training only; inference is unaffected",
-    "classifier_dropout": "BartForSequenceClassification's head, a class zoo does not import",
-    "encoder_layerdrop": "LayerDrop skips whole layers at random in training only; inference runs every layer",
-    "decoder_layerdrop": "LayerDrop skips whole layers at random in training only; inference runs every layer",
-    "forced_eos_token_id": "a generation setting (generation_config.json), not part of the network",
-    "init_std": "the std of a fresh initialisation; imported weights replace it",
-}
 
 
 def same_stacks(config: dict[str, Any], family: str) -> None:
@@ -146,84 +101,29 @@ def same_stacks(config: dict[str, Any], family: str) -> None:
         raise HFImportError(problems)
 
 
-def seq2seq_recipe(config: dict[str, Any], *, pre_norm: bool, positional: dict[str, Any]) -> dict[str, Any]:
-    """The recipe of a fairseq-style encoder-decoder config (BART's and M2M-100's keys)."""
-    out: dict[str, Any] = {
-        "architecture": "encoder-decoder",
-        "vocab_size": config["vocab_size"],
-        "pad_token_id": config["pad_token_id"],
-        "d_model": config["d_model"],
-        "num_layers": config["encoder_layers"],
-        "num_decoder_layers": config["decoder_layers"],
-        "max_len": config["max_position_embeddings"],
-        "norm_position": "pre" if pre_norm else "post",
-        "embed_norm": not pre_norm,
-        "final_norm": pre_norm,
-        "embedding": {**token_embedding(config), "scale": bool(config["scale_embedding"])},
-        "positional": positional,
-        "attention": {
-            "type": "mha",
-            "num_heads": config["encoder_attention_heads"],
-            "dropout": config["attention_dropout"],
-        },
-        "norm": {"type": "layernorm", "eps": 1e-5},
-        "ffn": {
-            "type": "mlp",
-            "hidden": config["encoder_ffn_dim"],
-            "activation": ACTIVATIONS[config["activation_function"]],
-        },
-        "head": {"type": "lm", "tie_embeddings": True},
-        "dropout": config["dropout"],
+def stacks(family: str) -> Computed:
+    """The heads and FFN width of the encoder's blocks, which must be the decoder's (``same_stacks``)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        same_stacks(config, family)
+        return {"attention.num_heads": config["encoder_attention_heads"], "ffn.hidden": config["encoder_ffn_dim"]}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        heads, hidden = recipe.attention.num_heads, weights["encoder.blocks.0.ffn.up_proj.weight"].shape[0]
+        return {
+            "encoder_attention_heads": heads,
+            "decoder_attention_heads": heads,
+            "encoder_ffn_dim": hidden,
+            "decoder_ffn_dim": hidden,
+        }
+
+    keys = {
+        "encoder_attention_heads": 16,
+        "decoder_attention_heads": 16,
+        "encoder_ffn_dim": 4096,
+        "decoder_ffn_dim": 4096,
     }
-    start = config["decoder_start_token_id"]
-    if start is not None:
-        out["decoder_start_token_id"] = start
-    return out
-
-
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    same_stacks(config, "BART")
-    out = seq2seq_recipe(config, pre_norm=False, positional={"type": "learned", "offset": POSITION_OFFSET})
-    # BartModel checkpoints (bart-base's) have no final_logits_bias: transformers reads it as zeros, and so
-    # does zoo, without a buffer to carry.
-    out["head"]["logits_bias"] = names is None or "final_logits_bias" in names
-    return out
-
-
-def seq2seq_config(recipe, weights) -> dict[str, Any]:
-    """The config keys BART and M2M-100 share, from a fitting recipe."""
-    heads = recipe.attention.num_heads
-    hidden = weights["encoder.blocks.0.ffn.up_proj.weight"].shape[0]
-    return {
-        "vocab_size": recipe.vocab_size,
-        "max_position_embeddings": recipe.max_len,
-        "d_model": recipe.d_model,
-        "encoder_layers": recipe.num_layers,
-        "decoder_layers": recipe.stack_layers("decoder"),
-        "encoder_attention_heads": heads,
-        "decoder_attention_heads": heads,
-        "encoder_ffn_dim": hidden,
-        "decoder_ffn_dim": hidden,
-        "activation_function": HF_ACTIVATIONS[recipe.ffn.activation],
-        "dropout": recipe.dropout,
-        "attention_dropout": recipe.attention.dropout,
-        "activation_dropout": 0.0,
-        "encoder_layerdrop": 0.0,
-        "decoder_layerdrop": 0.0,
-        "scale_embedding": recipe.embedding.scale,
-        "pad_token_id": recipe.pad_token_id,
-        "decoder_start_token_id": decoder_start(recipe),
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "forced_eos_token_id": None,
-        "tie_word_embeddings": True,
-        "is_encoder_decoder": True,
-        "dtype": dtype_name(weights),
-    }
-
-
-def config(recipe, weights) -> dict[str, Any]:
-    return seq2seq_config(recipe, weights)
+    return Computed("stacks", keys=keys, paths=("attention.num_heads", "ffn.hidden"), read=read, write=write)
 
 
 def layout_norms(pre_norm: bool) -> Any:
@@ -239,53 +139,104 @@ def layout_norms(pre_norm: bool) -> Any:
     return check
 
 
-def seq2seq_requirements(norm_position: str) -> dict[str, Any]:
-    """What BART (post-norm) and M2M-100 (pre-norm) ask of a recipe, positions and head aside."""
-    return {
-        "architecture": "encoder-decoder",
-        "block.norm_position": norm_position,
-        "block.*": defaults_except("block", "norm_position"),
-        "stack norms": layout_norms(norm_position == "pre"),
-        "type_vocab_size": 0,
-        "layers": no_layer_overrides,
-        "embedding.type": "token",
-        "embedding.*": defaults_except("embedding", "padding_idx", "scale"),
-        "embedding.padding_idx": padding_is_pad,
-        "attention.type": "mha",
-        "attention.head_dim": default_head_dim,
-        "attention.*": defaults_except("attention", "num_heads", "head_dim", "dropout"),
-        "norm.type": "layernorm",
-        "norm.*": defaults_except("norm"),  # eps 1e-5: the configs have no key for it
-        "ffn.type": "mlp",
-        "ffn.activation": tuple(HF_ACTIVATIONS),
-        "ffn.*": defaults_except("ffn", "hidden", "activation"),
-        "head.type": "lm",
-    }
+def norms(pre_norm: bool) -> Computed:
+    """The stack norms of the layout, on import and as a requirement (``layout_norms``)."""
+    return Computed(
+        "stack norms",
+        keys={},
+        paths=("embed_norm", "final_norm"),
+        read=lambda config, recipe: {"embed_norm": not pre_norm, "final_norm": pre_norm},
+        write=lambda recipe, weights: {},
+        requires={"stack norms": layout_norms(pre_norm)},
+    )
 
 
-REQUIREMENTS = {
-    **seq2seq_requirements("post"),
-    "positional.type": "learned",
-    "positional.offset": POSITION_OFFSET,
-    "positional.*": defaults_except("positional", "offset"),
-    "head.tie_embeddings": True,
-    "head.*": defaults_except("head", "tie_embeddings", "logits_bias"),
-}
+LAYERDROP = "LayerDrop skips whole layers at random in training only; inference runs every layer"
 
-BART = Family(
-    name="bart",
-    model_type="bart",
+
+def start(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """The decoder's start token: 2 (the eos token) in BART's configs, not the pad token (1)."""
+    start = config["decoder_start_token_id"]
+    return {} if start is None else {"decoder_start_token_id": start}
+
+
+BART = family(
+    "bart",
     classes=("BartForConditionalGeneration", "BartModel"),
-    base_prefix="model.",
-    head_prefixes=("lm_head.", "final_logits_bias"),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=RULES,
     ignored=IGNORED,
-    requirements=REQUIREMENTS,
+    head_prefixes=("lm_head.", "final_logits_bias"),
     recipes=("bart-base",),
-    unread=UNREAD,
-    recipe=recipe,
-    config=config,
-    hf_class=lambda recipe: "BartForConditionalGeneration",
+    constants={
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "forced_eos_token_id": None,
+        "is_encoder_decoder": True,
+        "activation_dropout": 0.0,
+        "encoder_layerdrop": 0.0,
+        "decoder_layerdrop": 0.0,
+    },
+    rows=(
+        Fixed("architecture", "encoder-decoder"),
+        Fixed("block.norm_position", "post"),
+        norms(pre_norm=False),
+        Fixed("type_vocab_size", 0, imported=False),
+        Require("layers", no_layer_overrides),
+        Key("vocab_size", "vocab_size", 50265),
+        Key("max_position_embeddings", "max_len", 1024),
+        Key("d_model", "d_model", 1024),
+        Key("encoder_layers", "num_layers", 12),
+        Computed(
+            "decoder layers",
+            keys={"decoder_layers": 12},
+            paths=("num_decoder_layers",),
+            read=lambda config, recipe: {"num_decoder_layers": config["decoder_layers"]},
+            write=lambda recipe, weights: {"decoder_layers": recipe.stack_layers("decoder")},
+        ),
+        pad(1),
+        Require("embedding.padding_idx", padding_is_pad),
+        Key("scale_embedding", "embedding.scale", False, read=bool),
+        Computed(
+            "decoder start",
+            keys={"decoder_start_token_id": 2},
+            paths=("decoder_start_token_id",),
+            read=start,
+            write=lambda recipe, weights: {"decoder_start_token_id": decoder_start(recipe)},
+        ),
+        LEARNED,
+        Fixed("positional.offset", POSITION_OFFSET),
+        Fixed("attention.type", "mha"),
+        Require("attention.head_dim", default_head_dim),
+        Key("attention_dropout", "attention.dropout", 0.0),
+        stacks("BART"),
+        Fixed("norm.type", "layernorm"),
+        Fixed("norm.eps", 1e-5),  # the configs have no key for it
+        *mlp("activation_function", "gelu", "BART"),
+        Require("ffn.dropout", 0.0),
+        Key("dropout", "dropout", 0.1),
+        Fixed("head.type", "lm"),
+        Fixed("head.tie_embeddings", True),
+        Computed(
+            "logits bias",  # BartModel checkpoints (bart-base's) have no final_logits_bias: transformers reads it
+            keys={},  # as zeros, and so does zoo, without a buffer to carry
+            paths=("head.logits_bias",),
+            read=lambda config, recipe, hf_class, names: {
+                "head.logits_bias": names is None or "final_logits_bias" in names
+            },
+            write=lambda recipe, weights: {},
+            checkpoint=True,
+        ),
+        Refused("tie_word_embeddings", lambda v: v is not False, SHARED_TABLE_WHY, export=True),
+        Refused(
+            "is_decoder",
+            lambda v: not v,
+            "BartForConditionalGeneration is an encoder-decoder (not BartForCausalLM)",
+        ),
+        Unread("activation_dropout", "dropout after the FFN activation, in training only; inference is unaffected"),
+        Unread("classifier_dropout", "BartForSequenceClassification's head, a class zoo does not import"),
+        Unread("encoder_layerdrop", LAYERDROP),
+        Unread("decoder_layerdrop", LAYERDROP),
+        Unread("forced_eos_token_id", "a generation setting (generation_config.json), not part of the network"),
+        Unread("init_std", "the std of a fresh initialisation; imported weights replace it"),
+    ),
 )

@@ -22,49 +22,24 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from . import bert
-from .mapping import ACTIVATIONS, Family, Option, Rule
-
-BODY = tuple(
-    r for r in bert.RULES if isinstance(r.hf, str) and r.hf.startswith("bert.") and not r.hf.startswith("bert.pooler.")
-)
-"""BERT's rows of the embeddings and the blocks: BigBird's names are BERT's."""
-
-
-def _head(*kinds: str):
-    return lambda recipe: recipe.head.type in kinds
-
-
-def _mlm_bias(*, spare: bool):
-    return lambda recipe: recipe.head.type == "mlm" and recipe.head.spare_bias == spare
-
+from .bert import BERT, MLM
+from .mapping import ACTIVATIONS, Rule
+from .rows import BIAS_FIELDS
+from .rows_classic import CLASSIFIER, TOKEN_CLASSIFIER, bert_body, bert_classes, by_head, encoder_heads, named
+from .table import Computed, Key, Refused, Unread
 
 RULES = (
-    *BODY,
+    *bert_body("bert", pooler=False),
     # BigBirdModel: the pooler (a bare nn.Linear) is zoo's pooler head; the other classes keep it unused.
     Rule("bert.pooler.weight", "head.dense.weight"),
     Rule("bert.pooler.bias", "head.dense.bias"),
     Rule("bert.pooler.weight", "head.spare_pooler.weight"),
     Rule("bert.pooler.bias", "head.spare_pooler.bias"),
-    # BigBirdForMaskedLM: BERT's cls.predictions.
-    Rule("cls.predictions.transform.dense.weight", "head.transform.weight"),
-    Rule("cls.predictions.transform.dense.bias", "head.transform.bias"),
-    Rule("cls.predictions.transform.LayerNorm.weight", "head.norm.weight"),
-    Rule("cls.predictions.transform.LayerNorm.bias", "head.norm.bias"),
-    Rule("cls.predictions.decoder.weight", "head.proj.weight", when=_head("mlm")),
-    Rule("cls.predictions.bias", "head.proj.bias", when=_mlm_bias(spare=False)),
-    Rule("cls.predictions.decoder.bias", "head.proj.bias", when=_mlm_bias(spare=True)),
-    Rule("cls.predictions.bias", "head.bias", when=_mlm_bias(spare=True)),
+    *MLM,
     Rule("cls.seq_relationship.weight", "head.spare_nsp.weight"),  # BigBirdForPreTraining's next-sentence head
     Rule("cls.seq_relationship.bias", "head.spare_nsp.bias"),
-    # BigBirdForSequenceClassification: dense + hidden_act on the first token, then out_proj.
-    Rule("classifier.dense.weight", "head.pooler.dense.weight"),
-    Rule("classifier.dense.bias", "head.pooler.dense.bias"),
-    Rule("classifier.out_proj.weight", "head.proj.weight", when=_head("classification")),
-    Rule("classifier.out_proj.bias", "head.proj.bias", when=_head("classification")),
-    # BigBirdForTokenClassification
-    Rule("classifier.weight", "head.proj.weight", when=_head("token_classification")),
-    Rule("classifier.bias", "head.proj.bias", when=_head("token_classification")),
+    *CLASSIFIER,
+    *TOKEN_CLASSIFIER,
 )
 
 IGNORED = (
@@ -76,85 +51,27 @@ IGNORED = (
     "cls.seq_relationship.bias",
 )
 
-DEFAULTS: dict[str, Any] = {
-    **bert.DEFAULTS,
-    "vocab_size": 50358,
-    "hidden_act": "gelu_new",
-    "max_position_embeddings": 4096,
-    "attention_type": "block_sparse",
-    "use_bias": True,
-    "rescale_embeddings": False,
-    "block_size": 64,
-    "num_random_blocks": 3,
-}
-
-OPTIONS = (
-    *bert.OPTIONS,
-    Option(
-        "attention_type",
-        lambda v: v in ("original_full", "block_sparse"),
-        "BigBird attends fully (original_full) or block-sparse (block_sparse)",
-    ),
-)
-
-HEADS = {
-    "BigBirdModel": "pooler",
-    "BigBirdForMaskedLM": "mlm",
-    "BigBirdForPreTraining": "mlm",
-    "BigBirdForSequenceClassification": "classification",
-    "BigBirdForTokenClassification": "token_classification",
-}
-CLASSES = {
-    "pooler": "BigBirdModel",
-    "mlm": "BigBirdForMaskedLM",
-    "classification": "BigBirdForSequenceClassification",
-    "token_classification": "BigBirdForTokenClassification",
-}
+HEADS = bert_classes("BigBird", pretraining=True)
+CLASSES = by_head(HEADS)
 
 
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    head_type = HEADS[hf_class]
-    bert.relative_positions(config, names)
+def head_quirks(config: dict[str, Any], hf_class: str, head: dict[str, Any]) -> dict[str, Any]:
+    """BERT's heads with BigBird's differences: the masked LM's transform and the classifier's dense layer apply
+    hidden_act; every class but the bare model keeps its pooler, BigBirdForPreTraining its next-sentence head."""
     activation = ACTIVATIONS[config["hidden_act"]]
-    extra: dict[str, Any] = {}
-    if head_type == "pooler":
-        head: dict[str, Any] = {"type": "pooler", "pool": "cls"}
-    elif head_type == "mlm":
-        head = {**bert.mlm_head(config, names, "cls.predictions.decoder.bias"), "activation": activation}
-    else:
-        head, extra = bert.classifier_head(config, head_type, pooler_activation=activation)
-    if head_type != "pooler":
+    if head["type"] == "mlm":
+        head["activation"] = activation
+    if head["type"] == "classification":
+        head["pooler_activation"] = activation
+    if head["type"] != "pooler":
         head["spare_pooler"] = True
     if hf_class == "BigBirdForPreTraining":
         head["spare_nsp"] = True
-    out = {**bert.body(config), "hf_family": "big_bird", "head": head, **extra}
-    out["attention"]["bias"] = bool(config["use_bias"])  # query, key, value; the output projection is biased
-    out["attention"]["o_bias"] = True
-    if config["attention_type"] == "block_sparse":
-        block, random = config["block_size"], config["num_random_blocks"]
-        if not isinstance(block, int) or block < 1 or not isinstance(random, int) or random < 0:
-            raise HFImportError(f"block_size={block!r}, num_random_blocks={random!r}: need integers >= 1 and >= 0")
-        out["attention"].update(sparse_block_size=block, random_blocks=random)
-    if config["rescale_embeddings"]:
-        out["embedding"]["scale"] = True
-    return out
+    return head
 
 
-def config(recipe, weights) -> dict[str, Any]:
-    out = bert.config(recipe, weights)
-    attention = recipe.attention
-    sparse = attention.sparse_block_size is not None
-    out.update(
-        attention_type="block_sparse" if sparse else "original_full",
-        block_size=attention.sparse_block_size if sparse else DEFAULTS["block_size"],
-        num_random_blocks=attention.random_blocks if sparse else DEFAULTS["num_random_blocks"],
-        use_bias=attention.biases()["q"],
-        rescale_embeddings=recipe.embedding.scale,
-    )
-    return out
-
-
-def _fits_head(recipe) -> str | None:
+def fits_head(recipe: Any) -> str | None:
+    """A requirement: a head of a BigBird class, as that class builds it."""
     head = recipe.head
     if head.type not in CLASSES:
         return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, CLASSES))}"
@@ -179,42 +96,70 @@ def _fits_head(recipe) -> str | None:
     return None
 
 
-def _attention(recipe) -> str | None:
+def block_sparse(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    if config["attention_type"] != "block_sparse":
+        return {}
+    block, random = config["block_size"], config["num_random_blocks"]
+    if not isinstance(block, int) or block < 1 or not isinstance(random, int) or random < 0:
+        raise HFImportError(f"block_size={block!r}, num_random_blocks={random!r}: need integers >= 1 and >= 0")
+    return {"attention.sparse_block_size": block, "attention.random_blocks": random}
+
+
+def hf_block_sparse(recipe: Any, weights: Any) -> dict[str, Any]:
     attention = recipe.attention
-    on = attention.biases()
+    if attention.sparse_block_size is None:
+        return {"attention_type": "original_full", "block_size": 64, "num_random_blocks": 3}
+    return {
+        "attention_type": "block_sparse",
+        "block_size": attention.sparse_block_size,
+        "num_random_blocks": attention.random_blocks,
+    }
+
+
+def qkv_alike_and_o(recipe: Any) -> str | None:
+    on = recipe.attention.biases()
     if not (on["q"] == on["k"] == on["v"]) or not on["o"]:
         return f"attention biases q/k/v/o are {'/'.join(str(on[p]) for p in 'qkvo')}, needs q/k/v alike and o"
     return None
 
 
-REQUIREMENTS = {
-    **{
-        k: v
-        for k, v in bert.REQUIREMENTS.items()
-        if k not in ("head", "attention.bias", "attention.sparse_block_size", "embedding.scale")
-    },
-    "embedding.scale": (False, True),
-    "attention.biases": _attention,
-    "head": _fits_head,
-}
-
-BIG_BIRD = Family(
-    name="big_bird",
-    model_type="big_bird",
+BIG_BIRD = BERT.derive(
+    "big_bird",
     classes=tuple(HEADS),
-    base_prefix="bert.",
-    head_prefixes=("cls.", "classifier."),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=RULES,
     ignored=IGNORED,
-    requirements=REQUIREMENTS,
     recipes=("bigbird-roberta-base",),
-    unread={"sep_token_id": "a tokenizer setting (the [SEP] id), not part of the network"},
-    recipe=recipe,
-    config=config,
     hf_class=lambda recipe: (
         "BigBirdForPreTraining" if getattr(recipe.head, "spare_nsp", False) else CLASSES[recipe.head.type]
     ),
     base_class="BigBirdModel",
+    layout=None,
+    rows=(
+        encoder_heads(HEADS, "cls.predictions.decoder.bias", fits_head, head_quirks),
+        named("big_bird"),
+        Computed(
+            "block sparse",
+            keys={"attention_type": "block_sparse", "block_size": 64, "num_random_blocks": 3},
+            # random_seed: zoo's fixed choice of the random blocks (transformers draws them), which no key says
+            paths=("attention.sparse_block_size", "attention.random_blocks", "attention.random_seed"),
+            read=block_sparse,
+            write=hf_block_sparse,
+        ),
+        Computed(
+            "biases",  # use_bias: the query, key and value projections'; the output projection is biased
+            keys={"use_bias": True},
+            paths=BIAS_FIELDS,
+            read=lambda config, recipe: {"attention.bias": bool(config["use_bias"]), "attention.o_bias": True},
+            write=lambda recipe, weights: {"use_bias": recipe.attention.biases()["q"]},
+            requires={"attention.biases": qkv_alike_and_o},
+        ),
+        Key("rescale_embeddings", "embedding.scale", False, read=bool),
+        Refused(
+            "attention_type",
+            lambda v: v in ("original_full", "block_sparse"),
+            "BigBird attends fully (original_full) or block-sparse (block_sparse)",
+        ),
+        Unread("sep_token_id", "a tokenizer setting (the [SEP] id), not part of the network"),
+    ),
+    defaults={"vocab_size": 50358, "hidden_act": "gelu_new", "max_position_embeddings": 4096},
 )

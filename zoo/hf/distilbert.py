@@ -15,27 +15,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import defaults_except
-from .bert import classifier_config
-from .mapping import (
-    ACTIVATIONS,
-    CLASSIC_BLOCK,
-    HF_ACTIVATIONS,
-    Family,
-    Rule,
-    activation_option,
-    dtype_name,
-    no_layer_overrides,
-    num_labels,
+from .mapping import ACTIVATIONS, Rule, num_labels
+from .rows_classic import (
+    BIASED,
+    LEARNED,
+    POST_NORM_ENCODER,
+    bert_classes,
+    by_head,
+    is_head,
+    labels,
+    mha,
+    mlp,
+    no_spares,
+    pad,
+    width,
 )
+from .table import Computed, Fixed, Key, Unread, family
 
 LAYER, BLOCK = "distilbert.transformer.layer.{i}", "blocks.{i}"
 EPS = 1e-12
 """DistilBERT's LayerNorms' eps, fixed in its code."""
-
-
-def _head(kind: str):
-    return lambda recipe: recipe.head.type == kind
 
 
 RULES = (
@@ -62,8 +61,8 @@ RULES = (
     Rule("vocab_transform.bias", "head.transform.bias"),
     Rule("vocab_layer_norm.weight", "head.norm.weight"),
     Rule("vocab_layer_norm.bias", "head.norm.bias"),
-    Rule("vocab_projector.weight", "head.proj.weight", when=_head("mlm")),  # only when untied
-    Rule("vocab_projector.bias", "head.proj.bias", when=_head("mlm")),
+    Rule("vocab_projector.weight", "head.proj.weight", when=is_head("mlm")),  # only when untied
+    Rule("vocab_projector.bias", "head.proj.bias", when=is_head("mlm")),
     # DistilBertForSequenceClassification: pre_classifier + ReLU on the first token, then classifier.
     Rule("pre_classifier.weight", "head.pooler.dense.weight"),
     Rule("pre_classifier.bias", "head.pooler.dense.bias"),
@@ -73,106 +72,45 @@ RULES = (
 
 IGNORED = ("distilbert.embeddings.position_ids", "vocab_projector.weight")  # an old buffer; the tied copy
 
-DEFAULTS: dict[str, Any] = {
-    "vocab_size": 30522,
-    "max_position_embeddings": 512,
-    "sinusoidal_pos_embds": False,
-    "n_layers": 6,
-    "n_heads": 12,
-    "dim": 768,
-    "hidden_dim": 3072,
-    "dropout": 0.1,
-    "attention_dropout": 0.1,
-    "activation": "gelu",
-    "seq_classif_dropout": 0.2,
-    "pad_token_id": 0,
-    "tie_word_embeddings": True,
-}
-
-OPTIONS = (activation_option("activation", "DistilBERT"),)
-
-HEADS = {
-    "DistilBertForMaskedLM": "mlm",
-    "DistilBertForSequenceClassification": "classification",
-    "DistilBertForTokenClassification": "token_classification",
-}
-CLASSES = {kind: name for name, kind in HEADS.items()}
+HEADS = bert_classes("DistilBert", bare=False)  # DistilBertModel has no head zoo's encoder could end in
+CLASSES = by_head(HEADS)
 
 
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    head_type = HEADS[hf_class]
-    extra: dict[str, Any] = {}
-    if head_type == "mlm":  # vocab_transform applies `activation` too
-        head: dict[str, Any] = {"type": "mlm", "tie_embeddings": bool(config["tie_word_embeddings"]), "eps": EPS}
+def head(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict:
+    """DistilBERT's own heads: the masked LM's vocab_transform applies ``activation`` too; the sequence classifier
+    drops out at ``seq_classif_dropout``, the token classifier at ``dropout``."""
+    kind = HEADS[hf_class]
+    if kind == "mlm":
+        spec: dict[str, Any] = {"type": "mlm", "tie_embeddings": bool(config["tie_word_embeddings"]), "eps": EPS}
         if config["activation"] != "gelu":
-            head["activation"] = ACTIVATIONS[config["activation"]]
-    elif head_type == "classification":
-        head = {"type": "classification", "pool": "cls", "pooler": True, "pooler_activation": "relu"}
-        head["dropout"] = config["seq_classif_dropout"]
-        extra["num_classes"] = num_labels(config)
+            spec["activation"] = ACTIVATIONS[config["activation"]]
+        return {"head": spec}
+    if kind == "classification":
+        spec = {"type": "classification", "pool": "cls", "pooler": True, "pooler_activation": "relu"}
+        spec["dropout"] = config["seq_classif_dropout"]
     else:
-        head = {"type": "token_classification", "dropout": config["dropout"]}
-        extra["num_classes"] = num_labels(config)
-    pad = config["pad_token_id"]
-    embedding: dict[str, Any] = {"type": "token"}
-    if pad is not None and 0 <= pad < config["vocab_size"]:
-        embedding["padding_idx"] = pad
-    positional: dict[str, Any] = {"type": "learned"}
-    if config["sinusoidal_pos_embds"]:
-        positional["sinusoidal_init"] = True
-    return {
-        "architecture": "encoder",
-        "vocab_size": config["vocab_size"],
-        "type_vocab_size": 0,
-        "pad_token_id": pad,
-        "d_model": config["dim"],
-        "num_layers": config["n_layers"],
-        "max_len": config["max_position_embeddings"],
-        "norm_position": "post",
-        "embedding": embedding,
-        "attention": {"type": "mha", "num_heads": config["n_heads"], "dropout": config["attention_dropout"]},
-        "positional": positional,
-        "norm": {"type": "layernorm", "eps": EPS},
-        "ffn": {"type": "mlp", "hidden": config["hidden_dim"], "activation": ACTIVATIONS[config["activation"]]},
-        "head": head,
-        "dropout": config["dropout"],
-        **extra,
-    }
+        spec = {"type": "token_classification", "dropout": config["dropout"]}
+    return {"head": spec, "num_classes": num_labels(config)}
 
 
-def config(recipe, weights) -> dict[str, Any]:
-    head = recipe.head
-    out: dict[str, Any] = {
-        "vocab_size": recipe.vocab_size,
-        "max_position_embeddings": recipe.max_len,
-        "sinusoidal_pos_embds": recipe.positional.sinusoidal_init,
-        "n_layers": recipe.num_layers,
-        "n_heads": recipe.attention.num_heads,
-        "dim": recipe.d_model,
-        "hidden_dim": weights["blocks.0.ffn.up_proj.weight"].shape[0],
-        "dropout": recipe.dropout,
-        "attention_dropout": recipe.attention.dropout,
-        "activation": HF_ACTIVATIONS[recipe.ffn.activation],
-        "pad_token_id": recipe.pad_token_id,
-        "tie_word_embeddings": head.type != "mlm" or head.tie_embeddings,
-        "dtype": dtype_name(weights),
-    }
-    out.update(classifier_config(recipe))
-    if head.type == "classification":
-        out["seq_classif_dropout"] = out.pop("classifier_dropout")
-    elif head.type == "token_classification":
-        out.pop("classifier_dropout")  # DistilBERT's token classifier drops out with `dropout`
+def hf_head(recipe: Any, weights: Any) -> dict[str, Any]:
+    kind = recipe.head.type
+    out: dict[str, Any] = {"tie_word_embeddings": kind != "mlm" or recipe.head.tie_embeddings}
+    if kind != "mlm":
+        out.update(labels(recipe.num_classes))
+    if kind == "classification":
+        out["seq_classif_dropout"] = recipe.head.dropout
     return out
 
 
-def _fits_head(recipe) -> str | None:
+def fits_head(recipe: Any) -> str | None:
+    """A requirement: a head of a DistilBERT class, as that class builds it."""
     head = recipe.head
     if head.type not in CLASSES:
         return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, CLASSES))}"
-    if getattr(head, "spare_pooler", False):
-        return "head.spare_pooler is True, needs False (only BigBird's heads keep an unused pooler)"
-    if getattr(head, "spare_nsp", False):
-        return "head.spare_nsp is True, needs False (only BigBirdForPreTraining keeps an unused next-sentence head)"
+    spares = no_spares(head)
+    if spares:
+        return spares
     if head.type == "mlm":
         if recipe.ffn.type == "mlp" and head.activation != recipe.ffn.activation:
             return f"head.activation is {head.activation!r}, needs ffn.activation ({recipe.ffn.activation!r})"
@@ -191,38 +129,43 @@ def _fits_head(recipe) -> str | None:
     return None
 
 
-REQUIREMENTS = {
-    "architecture": "encoder",
-    "block.norm_position": "post",
-    "block.*": defaults_except("block", "norm_position"),
-    "embed_norm": (None, True),
-    "final_norm": (None, False),
-    "type_vocab_size": 0,
-    "layers": no_layer_overrides,
-    "embedding.type": "token",
-    "embedding.*": defaults_except("embedding", "padding_idx"),
-    **CLASSIC_BLOCK,
-    "positional.*": defaults_except("positional", "sinusoidal_init"),
-    "norm.eps": EPS,
-    "head": _fits_head,
-}
-
-DISTILBERT = Family(
-    name="distilbert",
-    model_type="distilbert",
+DISTILBERT = family(
+    "distilbert",
     classes=tuple(HEADS),
-    base_prefix="distilbert.",
-    head_prefixes=("vocab_", "pre_classifier.", "classifier."),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=RULES,
     ignored=IGNORED,
-    requirements=REQUIREMENTS,
+    base_prefix="distilbert.",
+    head_prefixes=("vocab_", "pre_classifier.", "classifier."),
     recipes=("distilbert-base",),
-    unread={
-        "qa_dropout": "the dropout of the question-answering head, which zoo does not import",
-    },
-    recipe=recipe,
-    config=config,
     hf_class=lambda recipe: CLASSES[recipe.head.type],
+    constants={},
+    rows=(
+        *POST_NORM_ENCODER,
+        Fixed("type_vocab_size", 0),
+        Key("vocab_size", "vocab_size", 30522),
+        Key("max_position_embeddings", "max_len", 512),
+        Key("n_layers", "num_layers", 6),
+        Key("dim", "d_model", 768),
+        pad(0),
+        LEARNED,
+        Key("sinusoidal_pos_embds", "positional.sinusoidal_init", False, read=bool),
+        *mha("n_heads", 12, "attention_dropout", 0.1),
+        BIASED,
+        Fixed("norm.type", "layernorm"),
+        Fixed("norm.eps", EPS),
+        *mlp("activation", "gelu", "DistilBERT"),
+        width("hidden_dim", 3072),
+        Key("dropout", "dropout", 0.1),
+        Computed(
+            "head",
+            keys={"tie_word_embeddings": True, "seq_classif_dropout": 0.2},
+            paths=("head.*", "num_classes"),
+            read=head,
+            write=hf_head,
+            requires={"head": fits_head},
+            checkpoint=True,
+            conditional=("seq_classif_dropout",),
+        ),
+        Unread("qa_dropout", "the dropout of the question-answering head, which zoo does not import"),
+    ),
 )

@@ -6,22 +6,9 @@ GPT-2 stores its linear layers as ``Conv1D`` with (in, out) weights, transposed 
 
 from __future__ import annotations
 
-from typing import Any
-
-from .mapping import (
-    ACTIVATIONS,
-    CLASSIC_BLOCK,
-    CONV1D_QKV,
-    HF_ACTIVATIONS,
-    SPLIT_QKV,
-    TRANSPOSE,
-    Family,
-    Option,
-    Rule,
-    activation_option,
-    dtype_name,
-    no_layer_overrides,
-)
+from .mapping import CONV1D_QKV, SPLIT_QKV, TRANSPOSE, Rule
+from .rows_classic import BIASED, LEARNED, PRE_NORM, mha, mlp, width
+from .table import Computed, Fixed, Key, Refused, Unread, family
 
 QKV_WEIGHTS = tuple(f"blocks.{{i}}.attention.{p}_proj.weight" for p in "qkv")
 QKV_BIASES = tuple(f"blocks.{{i}}.attention.{p}_proj.bias" for p in "qkv")
@@ -52,124 +39,50 @@ IGNORED = (
     "lm_head.weight",  # the tied copy of wte that some checkpoints store
 )
 
-DEFAULTS: dict[str, Any] = {
-    "vocab_size": 50257,
-    "n_positions": 1024,
-    "n_embd": 768,
-    "n_layer": 12,
-    "n_head": 12,
-    "n_inner": None,
-    "activation_function": "gelu_new",
-    "resid_pdrop": 0.1,
-    "embd_pdrop": 0.1,
-    "attn_pdrop": 0.1,
-    "layer_norm_epsilon": 1e-5,
-    "scale_attn_weights": True,
-    "scale_attn_by_inverse_layer_idx": False,
-    "add_cross_attention": False,
-    "tie_word_embeddings": True,
-    "pad_token_id": None,
-}
+SUMMARY = ("summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj")
 
-OPTIONS = (
-    Option("add_cross_attention", lambda v: not v, "zoo's decoder has no cross-attention"),
-    Option("scale_attn_weights", lambda v: v is not False, "zoo always scales scores by 1/sqrt(head_dim)"),
-    Option(
-        "scale_attn_by_inverse_layer_idx",
-        lambda v: not v,
-        "zoo has no per-layer score scale of 1/(layer_idx + 1)",
-    ),
-    activation_option("activation_function", "GPT-2"),
-)
-
-REQUIREMENTS = {
-    "architecture": "decoder",
-    "block.norm_position": "pre",
-    "embed_norm": (None, False),
-    "final_norm": (None, True),
-    "type_vocab_size": 0,
-    "layers": no_layer_overrides,
-    "embedding.type": "token",
-    "embedding.scale": False,
-    **CLASSIC_BLOCK,
-    "head.type": "lm",
-    "head.bias": False,
-    "head.rescale": False,
-    "head.softcap": None,
-}
-
-
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    d_model = config["n_embd"]
-    return {
-        "architecture": "decoder",
-        "vocab_size": config["vocab_size"],
-        "pad_token_id": config["pad_token_id"],
-        "d_model": d_model,
-        "num_layers": config["n_layer"],
-        "max_len": config["n_positions"],
-        "norm_position": "pre",
-        "embedding": {"type": "token"},
-        "attention": {"type": "mha", "num_heads": config["n_head"], "dropout": config["attn_pdrop"]},
-        "positional": {"type": "learned"},
-        "norm": {"type": "layernorm", "eps": config["layer_norm_epsilon"]},
-        "ffn": {
-            "type": "mlp",
-            "hidden": config["n_inner"] or 4 * d_model,
-            "activation": ACTIVATIONS[config["activation_function"]],
-        },
-        "head": {"type": "lm", "tie_embeddings": config["tie_word_embeddings"]},
-        "dropout": config["resid_pdrop"],
-    }
-
-
-def config(recipe, weights) -> dict[str, Any]:
-    return {
-        "vocab_size": recipe.vocab_size,
-        "n_positions": recipe.max_len,
-        "n_embd": recipe.d_model,
-        "n_layer": recipe.num_layers,
-        "n_head": recipe.attention.num_heads,
-        "n_inner": weights["blocks.0.ffn.up_proj.weight"].shape[0],
-        "activation_function": HF_ACTIVATIONS[recipe.ffn.activation],
-        "layer_norm_epsilon": recipe.norm.eps,
-        "resid_pdrop": recipe.dropout,
-        "embd_pdrop": recipe.dropout,
-        "attn_pdrop": recipe.attention.dropout,
-        "tie_word_embeddings": recipe.head.tie_embeddings,
-        "pad_token_id": recipe.pad_token_id,
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "dtype": dtype_name(weights),
-    }
-
-
-GPT2 = Family(
-    name="gpt2",
-    model_type="gpt2",
+GPT2 = family(
+    "gpt2",
     classes=("GPT2LMHeadModel", "GPT2Model"),
-    base_prefix="transformer.",
-    head_prefixes=("lm_head.",),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=RULES,
     ignored=IGNORED,
-    requirements=REQUIREMENTS,
+    base_prefix="transformer.",
     recipes=("gpt2-small",),
-    unread={
-        "reorder_and_upcast_attn": "the order of the score scaling and an fp32 upcast: the same function",
-        **{
-            key: "GPT2DoubleHeadsModel's multiple-choice head, a class zoo does not import"
-            for key in (
-                "summary_activation",
-                "summary_first_dropout",
-                "summary_proj_to_labels",
-                "summary_type",
-                "summary_use_proj",
-            )
-        },
-    },
-    recipe=recipe,
-    config=config,
-    hf_class=lambda recipe: "GPT2LMHeadModel",
+    rows=(
+        Fixed("architecture", "decoder"),
+        *PRE_NORM,
+        Fixed("type_vocab_size", 0, imported=False),
+        Key("vocab_size", "vocab_size", 50257),
+        Key("n_positions", "max_len", 1024),
+        Key("n_embd", "d_model", 768),
+        Key("n_layer", "num_layers", 12),
+        Key("pad_token_id", "pad_token_id", None),
+        Fixed("embedding.type", "token"),  # no padding row: wte is a plain nn.Embedding
+        LEARNED,
+        *mha("n_head", 12, "attn_pdrop", 0.1),
+        BIASED,
+        Fixed("norm.type", "layernorm"),
+        Key("layer_norm_epsilon", "norm.eps", 1e-5),
+        *mlp("activation_function", "gelu_new", "GPT-2"),
+        width("n_inner", None, read=lambda config, recipe: {"ffn.hidden": config["n_inner"] or 4 * config["n_embd"]}),
+        Key("resid_pdrop", "dropout", 0.1),
+        Computed(
+            "embd_pdrop",  # GPT-2's dropout on the embeddings, zoo's one dropout's: written, not read
+            keys={"embd_pdrop": 0.1},
+            paths=("dropout",),
+            read=lambda config, recipe: {},
+            write=lambda recipe, weights: {"embd_pdrop": recipe.dropout},
+        ),
+        Fixed("head.type", "lm"),
+        Key("tie_word_embeddings", "head.tie_embeddings", True),
+        Refused("add_cross_attention", lambda v: not v, "zoo's decoder has no cross-attention"),
+        Refused("scale_attn_weights", lambda v: v is not False, "zoo always scales scores by 1/sqrt(head_dim)"),
+        Refused(
+            "scale_attn_by_inverse_layer_idx",
+            lambda v: not v,
+            "zoo has no per-layer score scale of 1/(layer_idx + 1)",
+        ),
+        Unread("reorder_and_upcast_attn", "the order of the score scaling and an fp32 upcast: the same function"),
+        *(Unread(key, "GPT2DoubleHeadsModel's multiple-choice head, a class zoo does not import") for key in SUMMARY),
+    ),
 )

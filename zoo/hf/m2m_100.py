@@ -14,13 +14,14 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from . import bart
-from ._common import defaults_except
-from .mapping import Family, Option, Rule, activation_option
+from .bart import BART, SHARED_TABLE_WHY, fairseq_layers, norms, stacks
+from .mapping import Rule, activation_option
+from .rows_classic import past_pad
+from .table import Fixed, Refused
 
 RULES = (
     Rule("model.shared.weight", "embedding.token.weight"),
-    *bart.fairseq_layers(),
+    *fairseq_layers(),
     *(
         Rule(f"model.{stack}.layer_norm.{kind}", f"{stack}.final_norm.{kind}")
         for stack in ("encoder", "decoder")
@@ -36,81 +37,40 @@ IGNORED = (
     "model.decoder.embed_positions.weights",
 )
 
-DEFAULTS: dict[str, Any] = {
-    **bart.DEFAULTS,
-    "vocab_size": 128112,
-    "activation_function": "relu",
-    "attention_dropout": 0.1,
-    "scale_embedding": True,
-}
 
-OPTIONS = (
-    activation_option("activation_function", "M2M-100"),
-    Option("tie_word_embeddings", lambda v: v is not False, bart.SHARED_TABLE_WHY.replace("BART", "M2M-100")),
-    Option(
-        "pad_token_id",
-        lambda v: isinstance(v, int) and v >= 0,
-        "M2M-100 numbers positions past the padding token, so it needs a pad_token_id",
-    ),
-)
-
-UNREAD = {k: v for k, v in bart.UNREAD.items() if k not in ("classifier_dropout", "forced_eos_token_id")}
-
-
-def positional(pad: int) -> dict[str, Any]:
-    """zoo's spec of M2M-100's positions for a pad id."""
-    return {"type": "sinusoidal", "layout": "fairseq", "offset": pad + 1, "padding_idx": pad}
-
-
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    bart.same_stacks(config, "M2M-100")
+def positions(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     pad = config["pad_token_id"]
     if pad >= config["vocab_size"]:
         raise HFImportError(
             f"pad_token_id={pad} is not supported: it must be below vocab_size ({config['vocab_size']})"
         )
-    return bart.seq2seq_recipe(config, pre_norm=True, positional=positional(pad))
+    return {"positional.offset": pad + 1, "positional.padding_idx": pad}
 
 
-def config(recipe, weights) -> dict[str, Any]:
-    return bart.seq2seq_config(recipe, weights)
-
-
-def positions_of_pad(recipe: Any) -> str | None:
-    """A requirement: fairseq's sinusoids numbered past ``pad_token_id`` (offset pad + 1, base 10000)."""
-    pad = recipe.pad_token_id
-    if pad is None:
-        return "pad_token_id is absent, needs an id (M2M-100 numbers positions past the padding token)"
-    wanted = positional(pad)
-    got = {k: getattr(recipe.positional, k, None) for k in wanted}
-    if got != wanted:
-        return f"positional is {got}, needs {wanted}"
-    return None
-
-
-REQUIREMENTS = {
-    **bart.seq2seq_requirements("pre"),
-    "positional.type": "sinusoidal",
-    "positional": positions_of_pad,
-    "positional.*": defaults_except("positional", "layout", "offset", "padding_idx"),
-    "head.tie_embeddings": True,
-    "head.*": defaults_except("head", "tie_embeddings"),
-}
-
-M2M100 = Family(
-    name="m2m_100",
-    model_type="m2m_100",
+M2M100 = BART.derive(
+    "m2m_100",
     classes=("M2M100ForConditionalGeneration",),
-    base_prefix="model.",
-    head_prefixes=("lm_head.",),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=RULES,
     ignored=IGNORED,
-    requirements=REQUIREMENTS,
+    head_prefixes=("lm_head.",),
     recipes=("m2m100-418m",),
-    unread=UNREAD,
-    recipe=recipe,
-    config=config,
-    hf_class=lambda recipe: "M2M100ForConditionalGeneration",
+    drop=("positional.offset", "logits bias", "is_decoder", "classifier_dropout", "forced_eos_token_id"),
+    rows=(
+        Fixed("block.norm_position", "pre"),
+        norms(pre_norm=True),
+        stacks("M2M-100"),
+        Fixed("positional.type", "sinusoidal"),
+        Fixed("positional.layout", "fairseq"),
+        past_pad("M2M-100", positions),
+        activation_option("activation_function", "M2M-100"),
+        Refused(
+            "tie_word_embeddings", lambda v: v is not False, SHARED_TABLE_WHY.replace("BART", "M2M-100"), export=True
+        ),
+        Refused(
+            "pad_token_id",
+            lambda v: isinstance(v, int) and v >= 0,
+            "M2M-100 numbers positions past the padding token, so it needs a pad_token_id",
+        ),
+    ),
+    defaults={"vocab_size": 128112, "activation_function": "relu", "attention_dropout": 0.1, "scale_embedding": True},
 )

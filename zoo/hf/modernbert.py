@@ -21,19 +21,17 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from ._common import BIAS_FIELDS, SPLIT_GATE_UP, defaults_except
+from ._common import SPLIT_GATE_UP, defaults_except
 from .gemma import GLOBAL, LOCAL, layer_types_option, local_global
-from .llama import GATED, hidden_act
-from .mapping import ACTIVATIONS, SPLIT_QKV, Family, Option, Rule, dtype_name, num_labels
+from .mapping import ACTIVATIONS, SPLIT_QKV, Option, Rule, num_labels
+from .rows import BIAS_FIELDS, GATED, hidden_act
+from .rows_classic import UP, bert_classes, by_head, is_head, labels, no_spares, pad
+from .table import Computed, Fixed, Key, Refused, Require, Unread, family
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 HEAD_ACTIVATIONS = {**ACTIVATIONS, "tanh": "tanh"}
 """``classifier_activation`` -> the zoo activation of the prediction head."""
 HF_HEAD_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu", "silu": "silu", "tanh": "tanh"}
-
-
-def _head(*kinds: str):
-    return lambda recipe: recipe.head.type in kinds
 
 
 RULES = (
@@ -55,51 +53,22 @@ RULES = (
     *(Rule(f"{LAYER}.mlp.Wo.{k}", f"{BLOCK}.ffn.down_proj.{k}") for k in ("weight", "bias")),
     *(Rule(f"model.final_norm.{k}", f"final_norm.{k}") for k in ("weight", "bias")),
     # The prediction head, in each task's zoo head.
-    *(Rule(f"head.dense.{k}", f"head.transform.{k}", when=_head("mlm")) for k in ("weight", "bias")),
-    *(Rule(f"head.norm.{k}", f"head.norm.{k}", when=_head("mlm")) for k in ("weight", "bias")),
+    *(Rule(f"head.dense.{k}", f"head.transform.{k}", when=is_head("mlm")) for k in ("weight", "bias")),
+    *(Rule(f"head.norm.{k}", f"head.norm.{k}", when=is_head("mlm")) for k in ("weight", "bias")),
     *(Rule(f"head.dense.{k}", f"head.pooler.dense.{k}") for k in ("weight", "bias")),
     *(Rule(f"head.norm.{k}", f"head.pooler.norm.{k}") for k in ("weight", "bias")),
     *(Rule(f"head.dense.{k}", f"head.transform.dense.{k}") for k in ("weight", "bias")),
     *(Rule(f"head.norm.{k}", f"head.transform.norm.{k}") for k in ("weight", "bias")),
-    Rule("decoder.weight", "head.proj.weight", when=_head("mlm")),  # only when untied
-    Rule("decoder.bias", "head.proj.bias", when=_head("mlm")),
+    Rule("decoder.weight", "head.proj.weight", when=is_head("mlm")),  # only when untied
+    Rule("decoder.bias", "head.proj.bias", when=is_head("mlm")),
     *(
-        Rule(f"classifier.{k}", f"head.proj.{k}", when=_head("classification", "token_classification"))
+        Rule(f"classifier.{k}", f"head.proj.{k}", when=is_head("classification", "token_classification"))
         for k in ("weight", "bias")
     ),
 )
 
 IGNORED = ("decoder.weight",)  # the tied copy of the token table
 
-DEFAULTS: dict[str, Any] = {
-    "vocab_size": 50368,
-    "hidden_size": 768,
-    "intermediate_size": 1152,
-    "num_hidden_layers": 22,
-    "num_attention_heads": 12,
-    "hidden_activation": "gelu",
-    "max_position_embeddings": 8192,
-    "norm_eps": 1e-5,
-    "norm_bias": False,
-    "pad_token_id": 50283,
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "layer_types": None,
-    "global_attn_every_n_layers": 3,  # transformers 4's key: every n-th layer (from 0) is global
-    "rope_parameters": None,
-    "global_rope_theta": 160000.0,  # transformers 4's keys of the two bases
-    "local_rope_theta": 10000.0,
-    "local_attention": 128,
-    "embedding_dropout": 0.0,
-    "mlp_bias": False,
-    "mlp_dropout": 0.0,
-    "decoder_bias": True,
-    "classifier_pooling": "cls",
-    "classifier_dropout": 0.0,
-    "classifier_bias": False,
-    "classifier_activation": "gelu",
-    "tie_word_embeddings": True,
-}
 
 DROPOUT_WHY = (
     "zoo's dropout falls on the embeddings and every sub-layer's output at one rate (attention.dropout on the "
@@ -122,32 +91,8 @@ def _rope_options(kind: str) -> tuple[Option, ...]:
     )
 
 
-OPTIONS = (
-    Option(
-        "hidden_activation",
-        lambda v: v in GATED,
-        f"zoo's gated FFNs apply {', '.join(GATED)} exactly (ModernBERT's MLP is act(first half) * second half)",
-    ),
-    Option(
-        "classifier_activation",
-        lambda v: v in HEAD_ACTIVATIONS,
-        f"zoo's prediction head applies {', '.join(HEAD_ACTIVATIONS)} exactly",
-    ),
-    Option("classifier_pooling", lambda v: v in ("cls", "mean"), "zoo pools the first token or the masked mean"),
-    *(Option(key, lambda v: not v, DROPOUT_WHY.format(key)) for key in ("embedding_dropout", "mlp_dropout")),
-    Option("attention_dropout", lambda v: not v, DROPOUT_WHY.format("attention output")),
-    Option("rope_scaling", lambda v: v is None, "zoo imports ModernBERT's unscaled rotary positions only"),
-    *_rope_options(GLOBAL),
-    *_rope_options(LOCAL),
-    layer_types_option("ModernBERT"),
-)
-
-HEADS = {
-    "ModernBertForMaskedLM": "mlm",
-    "ModernBertForSequenceClassification": "classification",
-    "ModernBertForTokenClassification": "token_classification",
-}
-CLASSES = {kind: name for name, kind in HEADS.items()}
+HEADS = bert_classes("ModernBert", bare=False)  # ModernBertModel has no head zoo's encoder could end in
+CLASSES = by_head(HEADS)
 
 
 def layer_types(config: dict[str, Any]) -> list[str]:
@@ -168,14 +113,16 @@ def ropes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def head_spec(config: dict[str, Any], head_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(head, extra recipe fields): the prediction head's activation, biases and eps in each task's zoo head."""
+def head_spec(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: Any) -> dict[str, Any]:
+    """The head of the class (and its ``num_classes``): the prediction head's activation, biases and eps in each
+    task's zoo head."""
+    head_type = HEADS[hf_class]
     activation = HEAD_ACTIVATIONS[config["classifier_activation"]]
     eps, norm_bias, bias = config["norm_eps"], bool(config["norm_bias"]), bool(config["classifier_bias"])
     if head_type == "mlm":
         head = {"type": "mlm", "tie_embeddings": bool(config["tie_word_embeddings"]), "eps": eps}
         head.update(activation=activation, transform_bias=bias, norm_bias=norm_bias, bias=bool(config["decoder_bias"]))
-        return head, {}
+        return {"head": head}
     common = {"eps": eps, "norm_bias": norm_bias, "dropout": config["classifier_dropout"]}
     if head_type == "classification":
         head = {"type": "classification", "pool": config["classifier_pooling"], "pooler": True, **common}
@@ -183,40 +130,7 @@ def head_spec(config: dict[str, Any], head_type: str) -> tuple[dict[str, Any], d
     else:
         head = {"type": "token_classification", "transform": True, "activation": activation, **common}
         head["transform_bias"] = bias
-    return head, {"num_classes": num_labels(config)}
-
-
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    pad = config["pad_token_id"]
-    embedding: dict[str, Any] = {"type": "token"}
-    if pad is not None and 0 <= pad < config["vocab_size"]:
-        embedding["padding_idx"] = pad
-    bias = bool(config["attention_bias"])
-    attention = {"type": "mha", "num_heads": config["num_attention_heads"], "bias": bias}
-    window = config["local_attention"] // 2 + 1  # |query - key| <= local_attention // 2
-    head, extra = head_spec(config, HEADS[hf_class])
-    return {
-        "architecture": "encoder",
-        "vocab_size": config["vocab_size"],
-        "pad_token_id": pad,
-        "d_model": config["hidden_size"],
-        "num_layers": config["num_hidden_layers"],
-        "max_len": config["max_position_embeddings"],
-        "block": {"norm_position": "pre", "first_attention_norm": False},
-        "embed_norm": True,
-        "final_norm": True,
-        "embedding": embedding,
-        **local_global(layer_types(config), attention, window, ropes(config)),
-        "norm": {"type": "layernorm", "eps": config["norm_eps"], "bias": bool(config["norm_bias"])},
-        "ffn": {
-            **GATED[config["hidden_activation"]],
-            "hidden": config["intermediate_size"],
-            "bias": config["mlp_bias"],
-        },
-        "head": head,
-        "dropout": 0.0,
-        **extra,
-    }
+    return {"head": head, "num_classes": num_labels(config)}
 
 
 def plan(recipe) -> list[tuple[int | None, Any]]:
@@ -229,50 +143,43 @@ def plan(recipe) -> list[tuple[int | None, Any]]:
     return out
 
 
-def config(recipe, weights) -> dict[str, Any]:
-    head = recipe.head
+def hf_layers(recipe: Any, weights: Any) -> dict[str, Any]:
+    """The way back of ``layer_types``, ``ropes`` and the attention: each kind's rope, the local window."""
     layers = plan(recipe)
     kinds = {LOCAL: recipe.positional, GLOBAL: recipe.positional}
     for window, rope in layers:
         kinds[LOCAL if window is not None else GLOBAL] = rope
     window = next((w for w, _ in layers if w is not None), None)
-    if head.type == "mlm":
-        activation, bias = head.activation, head.transform_bias
-    elif head.type == "classification":
+    return {
+        "num_attention_heads": recipe.attention.num_heads,
+        "attention_bias": recipe.attention.bias,
+        "layer_types": [LOCAL if w is not None else GLOBAL for w, _ in layers],
+        "rope_parameters": {kind: {"rope_type": "default", "rope_theta": rope.theta} for kind, rope in kinds.items()},
+        "local_attention": 2 * (window - 1) if window is not None else 128,
+    }
+
+
+def read_layers(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    attention = {"type": "mha", "num_heads": config["num_attention_heads"], "bias": bool(config["attention_bias"])}
+    window = config["local_attention"] // 2 + 1  # |query - key| <= local_attention // 2
+    return local_global(layer_types(config), attention, window, ropes(config))
+
+
+def hf_head(recipe: Any, weights: Any) -> dict[str, Any]:
+    head = recipe.head
+    if head.type == "classification":
         activation, bias = head.pooler_activation, head.pooler_bias
     else:
         activation, bias = head.activation, head.transform_bias
-    out: dict[str, Any] = {
-        "vocab_size": recipe.vocab_size,
-        "hidden_size": recipe.d_model,
-        "intermediate_size": weights["blocks.0.ffn.up_proj.weight"].shape[0],
-        "num_hidden_layers": recipe.num_layers,
-        "num_attention_heads": recipe.attention.num_heads,
-        "hidden_activation": hidden_act(recipe.ffn),
-        "max_position_embeddings": recipe.max_len,
-        "norm_eps": recipe.norm.eps,
-        "norm_bias": recipe.norm.bias,
-        "pad_token_id": recipe.pad_token_id,
-        "attention_bias": recipe.attention.bias,
-        "attention_dropout": 0.0,
-        "layer_types": [LOCAL if w is not None else GLOBAL for w, _ in layers],
-        "rope_parameters": {kind: {"rope_type": "default", "rope_theta": rope.theta} for kind, rope in kinds.items()},
-        "local_attention": 2 * (window - 1) if window is not None else DEFAULTS["local_attention"],
-        "embedding_dropout": 0.0,
-        "mlp_bias": recipe.ffn.bias,
-        "mlp_dropout": 0.0,
+    return {
         "decoder_bias": head.bias if head.type == "mlm" else True,
         "classifier_pooling": head.pool if head.type == "classification" else "cls",
         "classifier_dropout": head.dropout if head.type != "mlm" else 0.0,
         "classifier_bias": bias,
         "classifier_activation": HF_HEAD_ACTIVATIONS[activation],
         "tie_word_embeddings": head.type != "mlm" or head.tie_embeddings,
-        "dtype": dtype_name(weights),
+        **(labels(recipe.num_classes) if head.type != "mlm" else {}),
     }
-    if head.type != "mlm":
-        out["id2label"] = {str(i): f"LABEL_{i}" for i in range(recipe.num_classes)}
-        out["label2id"] = {f"LABEL_{i}": i for i in range(recipe.num_classes)}
-    return out
 
 
 def _layers(recipe) -> str | None:
@@ -303,10 +210,9 @@ def _fits_head(recipe) -> str | None:
     head, norm = recipe.head, recipe.norm
     if head.type not in CLASSES:
         return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, CLASSES))}"
-    if getattr(head, "spare_pooler", False):
-        return "head.spare_pooler is True, needs False (only BigBird's heads keep an unused pooler)"
-    if getattr(head, "spare_nsp", False):
-        return "head.spare_nsp is True, needs False (only BigBirdForPreTraining keeps an unused next-sentence head)"
+    spares = no_spares(head)
+    if spares:
+        return spares
     if head.eps != norm.eps or head.norm_bias != norm.bias:
         return f"head.eps / norm_bias are {head.eps} / {head.norm_bias}, needs norm's ({norm.eps} / {norm.bias})"
     if head.type == "mlm" and head.spare_bias:
@@ -326,51 +232,122 @@ def _biases(recipe) -> str | None:
     return None
 
 
-REQUIREMENTS = {
-    "architecture": "encoder",
-    "block.norm_position": "pre",
-    "block.first_attention_norm": False,
-    "block.*": defaults_except("block", "norm_position", "first_attention_norm"),
-    "embed_norm": True,
-    "final_norm": (None, True),
-    "type_vocab_size": 0,
-    "embedding.type": "token",
-    "embedding.*": defaults_except("embedding", "padding_idx"),
-    "positional.type": "rope",
-    "positional.*": defaults_except("positional", "theta"),
-    "attention.type": "mha",
-    "attention.*": defaults_except("attention", "num_heads", "window", "rotary", *BIAS_FIELDS),
-    "attention.biases": _biases,
-    "layers": _layers,
-    "norm.type": "layernorm",
-    "norm.affine": True,
-    "ffn.type": ("geglu", "swiglu", "reglu"),
-    "ffn.*": defaults_except("ffn", "hidden", "bias", "approximate"),
-    "head": _fits_head,
-}
-
-MODERNBERT = Family(
-    name="modernbert",
-    model_type="modernbert",
+MODERNBERT = family(
+    "modernbert",
     classes=tuple(HEADS),
-    base_prefix="model.",
-    head_prefixes=("head.", "decoder.", "classifier."),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=RULES,
     ignored=IGNORED,
-    requirements=REQUIREMENTS,
+    head_prefixes=("head.", "decoder.", "classifier."),
     recipes=("modernbert-base",),
-    unread={
-        "initializer_cutoff_factor": "where a fresh initialisation truncates; imported weights replace it",
-        "cls_token_id": "a tokenizer setting (the [CLS] id), not part of the network",
-        "sep_token_id": "a tokenizer setting (the [SEP] id), not part of the network",
-        "deterministic_flash_attn": "a flash-attention kernel setting; the attention computed is the same",
-        "sparse_prediction": "computes the training loss over the labelled positions only; the logits of every "
-        "position are the same",
-        "sparse_pred_ignore_index": "the label that sparse_prediction skips, a training-loss setting",
-    },
-    recipe=recipe,
-    config=config,
     hf_class=lambda recipe: CLASSES[recipe.head.type],
+    constants={},
+    rows=(
+        Fixed("architecture", "encoder"),
+        Fixed("block.norm_position", "pre"),
+        Fixed("block.first_attention_norm", False),
+        Fixed("embed_norm", True),
+        Fixed("final_norm", True, also=(None,)),
+        Fixed("type_vocab_size", 0, imported=False),
+        Key("vocab_size", "vocab_size", 50368),
+        Key("hidden_size", "d_model", 768),
+        Key("num_hidden_layers", "num_layers", 22),
+        Key("max_position_embeddings", "max_len", 8192),
+        pad(50283),
+        Computed(
+            "layers",  # each layer's kind, window and rope: the recipe's attention and positional, and overrides
+            keys={
+                "num_attention_heads": 12,
+                "attention_bias": False,
+                "layer_types": None,
+                "global_attn_every_n_layers": 3,  # transformers 4's key: every n-th layer (from 0) is global
+                "rope_parameters": None,
+                "global_rope_theta": 160000.0,  # transformers 4's keys of the two bases
+                "local_rope_theta": 10000.0,
+                "local_attention": 128,
+            },
+            paths=(
+                "positional.*",
+                "attention.num_heads",
+                "attention.window",
+                "attention.rotary",
+                *BIAS_FIELDS,
+                "layers",
+            ),
+            read=read_layers,
+            write=hf_layers,
+            requires={
+                "positional.type": "rope",
+                "positional.*": defaults_except("positional", "theta"),
+                "attention.type": "mha",
+                "attention.biases": _biases,
+                "layers": _layers,
+            },
+            legacy=("global_attn_every_n_layers", "global_rope_theta", "local_rope_theta"),
+        ),
+        Require("attention.dropout", 0.0),  # on the weights; the output dropout has no zoo counterpart
+        Fixed("norm.type", "layernorm"),
+        Key("norm_eps", "norm.eps", 1e-5),
+        Key("norm_bias", "norm.bias", False, read=bool),
+        Computed(
+            "gated ffn",  # act(first half of Wi) * second half
+            keys={"hidden_activation": "gelu", "intermediate_size": 1152},
+            paths=("ffn.hidden", "ffn.approximate"),
+            read=lambda config, recipe: {
+                **{f"ffn.{k}": v for k, v in GATED[config["hidden_activation"]].items()},
+                "ffn.hidden": config["intermediate_size"],
+            },
+            write=lambda recipe, weights: {
+                "hidden_activation": hidden_act(recipe.ffn),
+                "intermediate_size": weights[UP].shape[0],
+            },
+            requires={"ffn.type": ("geglu", "swiglu", "reglu")},
+        ),
+        Key("mlp_bias", "ffn.bias", False),
+        Require("ffn.dropout", 0.0),
+        Computed(
+            "head",
+            keys={
+                "classifier_pooling": "cls",
+                "classifier_dropout": 0.0,
+                "classifier_bias": False,
+                "classifier_activation": "gelu",
+                "decoder_bias": True,
+                "tie_word_embeddings": True,
+            },
+            paths=("head.*", "num_classes"),
+            read=head_spec,
+            write=hf_head,
+            requires={"head": _fits_head},
+            checkpoint=True,
+        ),
+        Refused(
+            "hidden_activation",
+            lambda v: v in GATED,
+            f"zoo's gated FFNs apply {', '.join(GATED)} exactly (ModernBERT's MLP is act(first half) * second half)",
+        ),
+        Refused(
+            "classifier_activation",
+            lambda v: v in HEAD_ACTIVATIONS,
+            f"zoo's prediction head applies {', '.join(HEAD_ACTIVATIONS)} exactly",
+        ),
+        Refused("classifier_pooling", lambda v: v in ("cls", "mean"), "zoo pools the first token or the masked mean"),
+        *(
+            Refused(key, lambda v: not v, DROPOUT_WHY.format(key), export=0.0)
+            for key in ("embedding_dropout", "mlp_dropout")
+        ),
+        Refused("attention_dropout", lambda v: not v, DROPOUT_WHY.format("attention output"), export=0.0),
+        Refused("rope_scaling", lambda v: v is None, "zoo imports ModernBERT's unscaled rotary positions only"),
+        *_rope_options(GLOBAL),
+        *_rope_options(LOCAL),
+        layer_types_option("ModernBERT"),
+        Unread("initializer_cutoff_factor", "where a fresh initialisation truncates; imported weights replace it"),
+        Unread("cls_token_id", "a tokenizer setting (the [CLS] id), not part of the network"),
+        Unread("sep_token_id", "a tokenizer setting (the [SEP] id), not part of the network"),
+        Unread("deterministic_flash_attn", "a flash-attention kernel setting; the attention computed is the same"),
+        Unread(
+            "sparse_prediction",
+            "computes the training loss over the labelled positions only; the logits of every position are the same",
+        ),
+        Unread("sparse_pred_ignore_index", "the label that sparse_prediction skips, a training-loss setting"),
+    ),
 )

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import t5
-from .mapping import Family
+from .rows_classic import named
+from .t5 import T5, fits_head
+from .table import Computed, Unread
+
+SIZES = {"vocab_size": 250112, "d_ff": 1024, "num_layers": 8, "num_heads": 6, "feed_forward_proj": "gated-gelu"}
+"""MT5Config's defaults (UMT5Config's too) where they differ from T5Config's."""
 
 
 def tied(config: dict[str, Any], names: frozenset[str] | None) -> bool:
@@ -24,53 +28,31 @@ def tied(config: dict[str, Any], names: frozenset[str] | None) -> bool:
     return bool(config["tie_word_embeddings"])
 
 
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    # T5's network too (a T5 recipe without rescaling): exported back as mT5.
-    return {"hf_family": "mt5", **t5.t5_recipe(config, tie=tied(config, names), rescale=False)}
-
-
-def config(recipe, weights) -> dict[str, Any]:
-    out = t5.config(recipe, weights)
-    del out["scale_decoder_outputs"]  # mT5 has no such option: it never rescales
-    return out
-
-
-def _never_rescales(recipe) -> str | None:
+def never_rescales(recipe: Any) -> str | None:
     if recipe.head.type == "lm" and recipe.head.rescale:
         return "head.rescale is True, needs False (mT5 never rescales the decoder output)"
     return None
 
 
-DEFAULTS: dict[str, Any] = {
-    **t5.DEFAULTS,
-    "vocab_size": 250112,
-    "d_ff": 1024,
-    "num_layers": 8,
-    "num_heads": 6,
-    "feed_forward_proj": "gated-gelu",
-    "decoder_start_token_id": 0,
-}
-DEFAULTS.pop("scale_decoder_outputs")
-
-UNREAD = {
-    **t5.T5.unread,
-    "bos_token_id": "a generation setting (generation_config.json), not part of the network",
-}
-
-MT5 = Family(
-    name="mt5",
-    model_type="mt5",
+MT5 = T5.derive(
+    "mt5",
     classes=("MT5ForConditionalGeneration",),
-    base_prefix="",
-    head_prefixes=(),
-    defaults=DEFAULTS,
-    options=t5.OPTIONS,
-    rules=t5.RULES,
-    ignored=t5.IGNORED,
-    requirements={**t5.REQUIREMENTS, "head.rescale": _never_rescales},
     recipes=("mt5-small",),
-    unread=UNREAD,
-    recipe=recipe,
-    config=config,
-    hf_class=lambda recipe: "MT5ForConditionalGeneration",
+    rows=(
+        named("mt5"),  # T5's network too (a T5 recipe without rescaling): exported back as mT5
+        Computed(
+            "tie",  # mT5 has no scale_decoder_outputs: it never rescales
+            keys={"tie_word_embeddings": True},
+            paths=("head.tie_embeddings", "head.rescale"),
+            read=lambda config, recipe, hf_class, names: {
+                "head.tie_embeddings": tied(config, names),
+                "head.rescale": False,
+            },
+            write=lambda recipe, weights: {"tie_word_embeddings": recipe.head.tie_embeddings},
+            requires={"head": fits_head, "head.rescale": never_rescales},
+            checkpoint=True,
+        ),
+        Unread("bos_token_id", "a generation setting (generation_config.json), not part of the network"),
+    ),
+    defaults={**SIZES, "decoder_start_token_id": 0},
 )

@@ -11,18 +11,12 @@ from typing import Any
 
 from zoo.architectures import decoder_start
 
-from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Family, Option, Rule, dtype_name, no_layer_overrides
+from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Rule
+from .rows_classic import PRE_NORM, biases, width
+from .table import Computed, Fixed, Key, Refused, Unread, family
 
 GATED = {"relu": "reglu", "silu": "swiglu", "gelu": "geglu"}
 """T5's gated FFN activations and zoo's FFN of each (``gated-gelu`` is zoo's geglu with approximate: tanh)."""
-
-
-def _plain(recipe) -> bool:
-    return recipe.ffn.type == "mlp"
-
-
-def _gated(recipe) -> bool:
-    return recipe.ffn.type != "mlp"
 
 
 def _stack(stack: str, ffn_layer: int) -> tuple[Rule, ...]:
@@ -34,9 +28,9 @@ def _stack(stack: str, ffn_layer: int) -> tuple[Rule, ...]:
         Rule(f"{hf}.layer.0.layer_norm.weight", f"{zoo}.attention_norm.weight"),
         *(Rule(f"{hf}.layer.0.SelfAttention.{p}.weight", f"{zoo}.attention.{p}_proj.weight") for p in "qkvo"),
         Rule(f"{ffn}.layer_norm.weight", f"{zoo}.ffn_norm.weight"),
-        Rule(f"{ffn}.DenseReluDense.wi.weight", f"{zoo}.ffn.up_proj.weight", when=_plain),
-        Rule(f"{ffn}.DenseReluDense.wi_0.weight", f"{zoo}.ffn.gate_proj.weight", when=_gated),
-        Rule(f"{ffn}.DenseReluDense.wi_1.weight", f"{zoo}.ffn.up_proj.weight", when=_gated),
+        Rule(f"{ffn}.DenseReluDense.wi.weight", f"{zoo}.ffn.up_proj.weight", when=lambda r: r.ffn.type == "mlp"),
+        Rule(f"{ffn}.DenseReluDense.wi_0.weight", f"{zoo}.ffn.gate_proj.weight", when=lambda r: r.ffn.type != "mlp"),
+        Rule(f"{ffn}.DenseReluDense.wi_1.weight", f"{zoo}.ffn.up_proj.weight", when=lambda r: r.ffn.type != "mlp"),
         Rule(f"{ffn}.DenseReluDense.wo.weight", f"{zoo}.ffn.down_proj.weight"),
         Rule(
             f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
@@ -72,26 +66,6 @@ IGNORED = (
     "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",  # unused, in old checkpoints
 )
 
-DEFAULTS: dict[str, Any] = {
-    "vocab_size": 32128,
-    "d_model": 512,
-    "d_kv": 64,
-    "d_ff": 2048,
-    "num_layers": 6,
-    "num_decoder_layers": None,
-    "num_heads": 8,
-    "relative_attention_num_buckets": 32,
-    "relative_attention_max_distance": 128,
-    "dropout_rate": 0.1,
-    "layer_norm_epsilon": 1e-6,
-    "feed_forward_proj": "relu",
-    "pad_token_id": 0,
-    "decoder_start_token_id": None,
-    "tie_word_embeddings": True,
-    "scale_decoder_outputs": None,
-    "n_positions": 512,
-}
-
 
 def ffn_spec(feed_forward_proj: str) -> dict[str, Any] | None:
     """zoo's FFN for T5's ``feed_forward_proj`` ("relu", "gated-silu", ...), or None if none is identical."""
@@ -106,18 +80,16 @@ def ffn_spec(feed_forward_proj: str) -> dict[str, Any] | None:
     return None
 
 
-OPTIONS = (
-    Option(
-        "feed_forward_proj",
-        lambda v: isinstance(v, str) and ffn_spec(v) is not None,
-        "gated T5 FFNs import as zoo's reglu, swiglu and tanh-approximate geglu ('gated-relu', 'gated-silu', "
-        f"'gated-gelu'); plain FFNs take one of {', '.join(ACTIVATIONS)}",
-    ),
-    Option("is_decoder", lambda v: not v, "T5ForConditionalGeneration is an encoder-decoder"),
-)
+def feed_forward_proj(recipe: Any, weights: Any) -> dict[str, Any]:
+    """The way back of ``ffn_spec``."""
+    ffn = recipe.ffn
+    if ffn.type == "mlp":
+        return {"feed_forward_proj": HF_ACTIVATIONS[ffn.activation]}
+    return {"feed_forward_proj": "gated-" + {v: k for k, v in GATED.items()}[ffn.type]}
 
 
-def _fits_ffn(recipe) -> str | None:
+def fits_ffn(recipe: Any) -> str | None:
+    """A requirement: an FFN a ``feed_forward_proj`` names, without biases."""
     ffn = recipe.ffn
     if ffn.type == "mlp":
         if ffn.activation not in HF_ACTIVATIONS:
@@ -131,132 +103,133 @@ def _fits_ffn(recipe) -> str | None:
     return None
 
 
-def _fits_head(recipe) -> str | None:
+def fits_head(recipe: Any) -> str | None:
     if recipe.head.type == "lm" and not recipe.head.tie_embeddings and recipe.head.rescale:
         return "head.rescale is True with an untied head; T5 rescales the decoder output only with tied embeddings"
     return None
 
 
-REQUIREMENTS = {
-    "architecture": "encoder-decoder",
-    "block.norm_position": "pre",
-    "embed_norm": (None, False),
-    "final_norm": (None, True),
-    "layers": no_layer_overrides,
-    "embedding.type": "token",
-    "embedding.scale": False,
-    "positional.type": "t5_relative",
-    "attention.type": "mha",
-    "attention.bias": False,
-    "attention.scale": 1.0,
-    "attention.window": None,
-    "attention.position_bias": None,  # UMT5's tables in every layer
-    "norm.type": "rmsnorm",
-    "norm.affine": True,
-    "norm.offset": 0.0,
-    "ffn": _fits_ffn,
-    "head.type": "lm",
-    "head.bias": False,
-    "head.softcap": None,
-    "head": _fits_head,
-}
+def rescales(config: dict[str, Any]) -> bool:
+    """Whether the head multiplies the decoder output by d_model**-0.5: ``scale_decoder_outputs`` (transformers 5),
+    else, as transformers 4, with tied embeddings."""
+    rescale = config["scale_decoder_outputs"]
+    return bool(config["tie_word_embeddings"]) if rescale is None else bool(rescale)
 
 
-def t5_recipe(config: dict[str, Any], *, tie: bool, rescale: bool) -> dict[str, Any]:
-    """The zoo recipe of a T5-layout config (T5, mT5, UMT5) whose head is tied or not and rescaled or not."""
-    pad, start = config["pad_token_id"], config["decoder_start_token_id"]
-    out: dict[str, Any] = {
-        "architecture": "encoder-decoder",
-        "vocab_size": config["vocab_size"],
-        "pad_token_id": pad,
-        "d_model": config["d_model"],
-        "num_layers": config["num_layers"],
-        "num_decoder_layers": config["num_decoder_layers"] or config["num_layers"],
-        "max_len": config["n_positions"],
-        "norm_position": "pre",
-        "embedding": {"type": "token"},
-        "attention": {
-            "type": "mha",
-            "num_heads": config["num_heads"],
-            "head_dim": config["d_kv"],
-            "bias": False,
-            "scale": 1.0,
-            "dropout": config["dropout_rate"],
-        },
-        "positional": {
-            "type": "t5_relative",
-            "num_buckets": config["relative_attention_num_buckets"],
-            "max_distance": config["relative_attention_max_distance"],
-        },
-        "norm": {"type": "rmsnorm", "eps": config["layer_norm_epsilon"]},
-        "ffn": {**ffn_spec(config["feed_forward_proj"]), "hidden": config["d_ff"], "bias": False},
-        "head": {"type": "lm", "tie_embeddings": tie, "rescale": rescale},
-        "dropout": config["dropout_rate"],
-    }
-    if start is not None and start != (pad or 0):
-        out["decoder_start_token_id"] = start
-    return out
+def hf_head(recipe: Any, weights: Any) -> dict[str, Any]:
+    return {"tie_word_embeddings": recipe.head.tie_embeddings, "scale_decoder_outputs": recipe.head.rescale}
 
 
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
+def tie(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict:
     # Transformers 4 ties the head and rescales iff tie_word_embeddings; transformers 5 always ties unless
     # the checkpoint holds its own lm_head, and says whether to rescale in scale_decoder_outputs.
-    tie = bool(config["tie_word_embeddings"]) or (names is not None and "lm_head.weight" not in names)
-    rescale = config["scale_decoder_outputs"]
-    rescale = bool(config["tie_word_embeddings"]) if rescale is None else bool(rescale)
-    return t5_recipe(config, tie=tie, rescale=rescale)
+    tied = bool(config["tie_word_embeddings"]) or (names is not None and "lm_head.weight" not in names)
+    return {"head.tie_embeddings": tied, "head.rescale": rescales(config)}
 
 
-def config(recipe, weights) -> dict[str, Any]:
-    ffn = recipe.ffn
-    if ffn.type == "mlp":
-        feed_forward_proj = HF_ACTIVATIONS[ffn.activation]
-    else:
-        feed_forward_proj = "gated-" + {v: k for k, v in GATED.items()}[ffn.type]
-    pad = recipe.pad_token_id if recipe.pad_token_id is not None else 0
-    tied = recipe.head.tie_embeddings
-    return {
-        "vocab_size": recipe.vocab_size,
-        "d_model": recipe.d_model,
-        "d_kv": recipe.attention.head_dim_for(recipe.d_model),
-        "d_ff": weights["encoder.blocks.0.ffn.up_proj.weight"].shape[0],
-        "num_layers": recipe.num_layers,
-        "num_decoder_layers": recipe.stack_layers("decoder"),
-        "num_heads": recipe.attention.num_heads,
-        "relative_attention_num_buckets": recipe.positional.num_buckets,
-        "relative_attention_max_distance": recipe.positional.max_distance,
-        "dropout_rate": recipe.dropout,
-        "layer_norm_epsilon": recipe.norm.eps,
-        "feed_forward_proj": feed_forward_proj,
-        "pad_token_id": pad,
-        "decoder_start_token_id": decoder_start(recipe),
-        "eos_token_id": None,
-        "tie_word_embeddings": tied,
-        "scale_decoder_outputs": recipe.head.rescale,
-        "is_encoder_decoder": True,
-        "n_positions": recipe.max_len,
-        "dtype": dtype_name(weights),
-    }
+def start(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """The decoder's start token where it is not the pad id (T5's, zoo's default)."""
+    pad, start = config["pad_token_id"], config["decoder_start_token_id"]
+    return {"decoder_start_token_id": start} if start is not None and start != (pad or 0) else {}
 
 
-T5 = Family(
-    name="t5",
-    model_type="t5",
+T5 = family(
+    "t5",
     classes=("T5ForConditionalGeneration",),
-    base_prefix="",
-    head_prefixes=(),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=RULES,
     ignored=IGNORED,
-    requirements=REQUIREMENTS,
+    base_prefix="",
+    head_prefixes=(),
     recipes=("t5-small",),
-    unread={
-        "classifier_dropout": "T5ForSequenceClassification's head, a class zoo does not import",
-        "dense_act_fn": "derived by T5Config from feed_forward_proj, which is read",
-        "is_gated_act": "derived by T5Config from feed_forward_proj, which is read",
-    },
-    recipe=recipe,
-    config=config,
-    hf_class=lambda recipe: "T5ForConditionalGeneration",
+    constants={"eos_token_id": None, "is_encoder_decoder": True},
+    rows=(
+        Fixed("architecture", "encoder-decoder"),
+        *PRE_NORM,
+        Key("vocab_size", "vocab_size", 32128),
+        Key("d_model", "d_model", 512),
+        Key("num_layers", "num_layers", 6),
+        Computed(
+            "decoder layers",  # null: as many as the encoder's
+            keys={"num_decoder_layers": None},
+            paths=("num_decoder_layers",),
+            read=lambda config, recipe: {"num_decoder_layers": config["num_decoder_layers"] or config["num_layers"]},
+            write=lambda recipe, weights: {"num_decoder_layers": recipe.stack_layers("decoder")},
+        ),
+        Key("n_positions", "max_len", 512),
+        Fixed("embedding.type", "token"),
+        Computed(
+            "pad",  # no padding row: T5's shared embedding is a plain nn.Embedding
+            keys={"pad_token_id": 0},
+            paths=("pad_token_id",),
+            read=lambda config, recipe: {"pad_token_id": config["pad_token_id"]},
+            write=lambda recipe, weights: {
+                "pad_token_id": recipe.pad_token_id if recipe.pad_token_id is not None else 0
+            },
+        ),
+        Computed(
+            "decoder start",
+            keys={"decoder_start_token_id": None},
+            paths=("decoder_start_token_id",),
+            read=start,
+            write=lambda recipe, weights: {"decoder_start_token_id": decoder_start(recipe)},
+        ),
+        Fixed("positional.type", "t5_relative"),  # in the first block of each stack, reused by the others
+        Key("relative_attention_num_buckets", "positional.num_buckets", 32),
+        Key("relative_attention_max_distance", "positional.max_distance", 128),
+        Fixed("attention.type", "mha"),
+        Key("num_heads", "attention.num_heads", 8),
+        Computed(
+            "head width",
+            keys={"d_kv": 64},
+            paths=("attention.head_dim",),
+            read=lambda config, recipe: {"attention.head_dim": config["d_kv"]},
+            write=lambda recipe, weights: {"d_kv": recipe.attention.head_dim_for(recipe.d_model)},
+        ),
+        biases(False),
+        Fixed("attention.scale", 1.0),  # T5 does not scale its scores
+        Computed(
+            "dropout",  # one rate for the sub-layers' outputs and the attention weights
+            keys={"dropout_rate": 0.1},
+            paths=("dropout", "attention.dropout"),
+            read=lambda config, recipe: {
+                "attention.dropout": config["dropout_rate"],
+                "dropout": config["dropout_rate"],
+            },
+            write=lambda recipe, weights: {"dropout_rate": recipe.dropout},
+        ),
+        Fixed("norm.type", "rmsnorm"),
+        Key("layer_norm_epsilon", "norm.eps", 1e-6),
+        Computed(
+            "ffn",
+            keys={"feed_forward_proj": "relu"},
+            paths=("ffn.type", "ffn.activation", "ffn.approximate", "ffn.bias"),
+            read=lambda config, recipe: {
+                **{f"ffn.{k}": v for k, v in ffn_spec(config["feed_forward_proj"]).items()},
+                "ffn.bias": False,
+            },
+            write=feed_forward_proj,
+            requires={"ffn": fits_ffn},
+        ),
+        width("d_ff", 2048, "encoder.blocks.0.ffn.up_proj.weight", owns=("ffn.multiple_of",)),
+        Fixed("head.type", "lm"),
+        Computed(
+            "tie",  # with a tied head T5 multiplies the decoder output by d_model**-0.5 first (head.rescale)
+            keys={"tie_word_embeddings": True, "scale_decoder_outputs": None},
+            paths=("head.tie_embeddings", "head.rescale"),
+            read=tie,
+            write=hf_head,
+            requires={"head": fits_head},
+            checkpoint=True,
+        ),
+        Refused(
+            "feed_forward_proj",
+            lambda v: isinstance(v, str) and ffn_spec(v) is not None,
+            "gated T5 FFNs import as zoo's reglu, swiglu and tanh-approximate geglu ('gated-relu', 'gated-silu', "
+            f"'gated-gelu'); plain FFNs take one of {', '.join(ACTIVATIONS)}",
+        ),
+        Refused("is_decoder", lambda v: not v, "T5ForConditionalGeneration is an encoder-decoder"),
+        Unread("classifier_dropout", "T5ForSequenceClassification's head, a class zoo does not import"),
+        Unread("dense_act_fn", "derived by T5Config from feed_forward_proj, which is read"),
+        Unread("is_gated_act", "derived by T5Config from feed_forward_proj, which is read"),
+    ),
 )

@@ -119,6 +119,11 @@ class Computed:
     """Keys of an older config layout that are read but not written (the new layout's keys say the same)."""
     last: bool = False
     """Read after every other row (it sees the whole recipe so far: per-layer overrides of it)."""
+    checkpoint: bool = False
+    """``read`` also takes the HF class and the checkpoint's tensor names (None: the config alone):
+    ``read(config, recipe so far, hf_class, names)`` (a head chosen by class, a tensor a checkpoint may lack)."""
+    conditional: tuple[str, ...] = ()
+    """Keys ``write`` gives only for the recipes they apply to (a classifier's dropout, for a classifier head)."""
 
     @property
     def ident(self) -> str:
@@ -166,7 +171,9 @@ def get(recipe: Any, path: str) -> Any:
 
 
 def section_defaults(section: str, owned: frozenset[str]) -> Requirement:
-    """A requirement: every field of the recipe's ``section`` that no row writes holds its default."""
+    """A requirement: every field of the recipe's ``section`` that no row writes (nor a field of it: a nested
+    config) holds its default."""
+    written = owned | {".".join(p.split(".")[:k]) for p in owned for k in range(2, p.count(".") + 1)}
 
     def check(recipe: Any) -> str | None:
         config = getattr(recipe, section, None)
@@ -174,7 +181,7 @@ def section_defaults(section: str, owned: frozenset[str]) -> Requirement:
             return None
         off = []
         for name, info in type(config).model_fields.items():
-            if name == "type" or name in NOT_NETWORK or info.is_required() or f"{section}.{name}" in owned:
+            if name == "type" or name in NOT_NETWORK or info.is_required() or f"{section}.{name}" in written:
                 continue
             default = info.get_default(call_default_factory=True)
             if getattr(config, name) != default:
@@ -189,6 +196,9 @@ class Table:
     """A family's rows, with what is generated from them."""
 
     rows: tuple[Row, ...]
+    constants: Mapping[str, Any] = field(default_factory=lambda: {"bos_token_id": None, "eos_token_id": None})
+    """Config keys every export writes at one value, after the rows' (the generation ids, which the tokenizer's
+    export fills in; keys the HF class sets itself, such as ``is_encoder_decoder``)."""
 
     def defaults(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -228,7 +238,8 @@ class Table:
             elif isinstance(row, Fixed) and row.imported:
                 put(out, row.path, row.value)
         for row in sorted((r for r in self.rows if isinstance(r, Computed)), key=lambda r: r.last):
-            for path, value in row.read(config, out).items():
+            read = row.read(config, out, hf_class, names) if row.checkpoint else row.read(config, out)
+            for path, value in read.items():
                 put(out, path, value)
         return out
 
@@ -241,7 +252,7 @@ class Table:
                 out.update(row.write(recipe, weights))
             elif isinstance(row, Option) and row.export is not MISSING:
                 out[row.key] = row.export
-        return {**out, "bos_token_id": None, "eos_token_id": None, "dtype": dtype_name(weights)}
+        return {**out, **self.constants, "dtype": dtype_name(weights)}
 
     def family(
         self,
@@ -254,30 +265,32 @@ class Table:
         recipes: tuple[str, ...] = (),
         base_prefix: str = "model.",
         head_prefixes: tuple[str, ...] = ("lm_head.",),
+        constants: Mapping[str, Any] | None = None,
         **extra: Any,
     ) -> Family:
-        """The ``Family`` of this table: its translation generated, its weight table and names given. An import
-        names the family (``hf_family``), so a checkpoint exports back as its own family even where another
-        family computes the same network (Helium's without biases is ERNIE 4.5's)."""
+        """The ``Family`` of this table: its translation generated, its weight table and names given (``constants``:
+        in place of the table's). An import names the family (``hf_family``), so a checkpoint exports back as its
+        own family even where another family computes the same network (Helium's without biases is ERNIE 4.5's)."""
         own = Fixed("hf_family", name, also=(None,))
-        self = Table((*(r for r in self.rows if not (isinstance(r, Fixed) and r.path == "hf_family")), own))
+        rows = (*(r for r in self.rows if not (isinstance(r, Fixed) and r.path == "hf_family")), own)
+        table = replace(self, rows=rows, **({} if constants is None else {"constants": dict(constants)}))
         return Family(
             name=name,
             model_type=model_type or name,
             classes=classes,
             base_prefix=base_prefix,
             head_prefixes=head_prefixes,
-            defaults=self.defaults(),
-            options=self.options(),
+            defaults=table.defaults(),
+            options=table.options(),
             rules=rules,
             ignored=ignored,
-            requirements=self.requirements(),
-            recipe=self.recipe,
-            config=self.config,
+            requirements=table.requirements(),
+            recipe=table.recipe,
+            config=table.config,
             hf_class=extra.pop("hf_class", lambda recipe, c=classes[0]: c),
             recipes=recipes,
-            unread=self.unread(),
-            table=self,
+            unread=table.unread(),
+            table=table,
             **extra,
         )
 
@@ -295,7 +308,7 @@ class Table:
         unknown = set(defaults) - {k for row in out for k in _keys(row)}
         if unknown:
             raise ValueError(f"defaults for keys no row reads: {sorted(unknown)}")
-        return Table(tuple(out))
+        return replace(self, rows=tuple(out))
 
 
 def _keys(row: Row) -> Mapping[str, Any]:
