@@ -13,7 +13,7 @@ from zoo.hf import FAMILIES, Family
 from zoo.hf.mapping import zoo_tensors
 from zoo.hf.table import Computed, Fixed, Key, Unread
 
-TABLES = {name: family for name, family in FAMILIES.items() if family.table is not None}
+TABLES = {family.name: family for family in FAMILIES.values() if family.table is not None}  # as cases name them
 TABLE_CASES = sorted(name for name, case in CASES.items() if case.family in TABLES)
 
 

@@ -547,6 +547,18 @@ class TestOwnRotary:
         got, _ = _decode_in_steps(other, x)
         torch.testing.assert_close(got, full, rtol=0, atol=1e-5)
 
+    @torch.no_grad()
+    def test_in_a_stack_without_positions_only_the_layer_rotates(self):
+        x = torch.randint(0, 256, (2, 12))
+        plain = _model(positional={"type": "none"})
+        own = self.with_rotary(10000.0, positional={"type": "none"})
+        own.load_state_dict(plain.state_dict())
+        assert own.blocks[1].attention.rotary is not None and own.blocks[0].attention.rotary is None
+        full = own(x).logits
+        assert not torch.allclose(full, plain(x).logits, atol=1e-3)
+        got, _ = _decode_in_steps(own, x)
+        torch.testing.assert_close(got, full, rtol=0, atol=1e-5)
+
     @pytest.mark.filterwarnings("ignore:positional:zoo.errors.RecipeWarning")  # rope -> alibi drops theta
     def test_a_stack_that_does_not_rotate_or_an_encoding_that_does_not_is_refused(self):
         import zoo

@@ -27,19 +27,23 @@ POSITION_OFFSET = 2
 """BART's position ``p`` reads row ``p + 2`` of each ``embed_positions`` (a fairseq leftover, as in OPT)."""
 
 
+FAIRSEQ_LAYER = (
+    ("self_attn_layer_norm", "attention_norm"),
+    ("self_attn.q_proj", "attention.q_proj"),
+    ("self_attn.k_proj", "attention.k_proj"),
+    ("self_attn.v_proj", "attention.v_proj"),
+    ("self_attn.out_proj", "attention.o_proj"),
+    ("final_layer_norm", "ffn_norm"),
+    ("fc1", "ffn.up_proj"),
+    ("fc2", "ffn.down_proj"),
+)
+"""A fairseq-style block's modules (HF name, zoo name): BART's, M2M-100's, XGLM's and BioGPT's."""
+
+
 def fairseq_layers(prefix: str = "model") -> tuple[Rule, ...]:
     """The rows of the fairseq-style blocks BART and M2M-100 share: ``self_attn`` (+ ``encoder_attn`` in the
     decoder), ``fc1`` / ``fc2``, a LayerNorm after (post-norm) or before (pre-norm) each sub-layer."""
-    parts = [
-        ("self_attn_layer_norm", "attention_norm"),
-        ("self_attn.q_proj", "attention.q_proj"),
-        ("self_attn.k_proj", "attention.k_proj"),
-        ("self_attn.v_proj", "attention.v_proj"),
-        ("self_attn.out_proj", "attention.o_proj"),
-        ("final_layer_norm", "ffn_norm"),
-        ("fc1", "ffn.up_proj"),
-        ("fc2", "ffn.down_proj"),
-    ]
+    parts = list(FAIRSEQ_LAYER)
     cross = [
         ("encoder_attn_layer_norm", "cross_attention_norm"),
         ("encoder_attn.q_proj", "cross_attention.q_proj"),

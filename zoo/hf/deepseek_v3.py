@@ -12,6 +12,9 @@ The published checkpoints hold one multi-token-prediction module after the last 
 ``enorm``, ``hnorm``, ``eh_proj``, ``shared_head`` and a whole decoder layer); transformers' class builds none and
 neither does zoo: those weights are dropped on import. Their weights are FP8 with per-block scales
 (``quantization_config``), refused: dequantise them to bf16 first.
+
+The table is Llama's with the attention, rope and FFN rows replaced; Qwen2-MoE's would share only the routed
+top-k and its dense layers (``zoo/hf/_moe.py``): its expert keys have other names and its attention rows all go.
 """
 
 from __future__ import annotations
@@ -23,10 +26,7 @@ import torch
 from zoo.components.positional import yarn_mscale
 from zoo.errors import HFImportError
 
-from ._llama_legacy import COMMON_REQUIREMENTS, LLAMA_OPTIONS
-from .llama import COMMON, GATED, IGNORED, hidden_act
-from .mapping import Family, Option, Rule, dtype_name
-from .qwen2_moe import (
+from ._moe import (
     DENSE_FFN_RULES,
     FFN,
     MLP,
@@ -39,11 +39,15 @@ from .qwen2_moe import (
     swiglu_rules,
     weight_rows,
 )
-from .rope import ROPE_OPTIONS, hf_rope_parameters, rope_spec, scaling_parameters
+from .llama import COMMON, LLAMA
+from .mapping import Rule
+from .rope import hf_rope_parameters, rope_spec, scaling_parameters
+from .rows import GATED, ROPE, hidden_act
+from .table import Computed, Fixed, Key, Refused, Unread
 
 ATTN, ZOO_ATTN = "model.layers.{i}.self_attn", "blocks.{i}.attention"
 
-DEEPSEEK_V3_RULES = (
+RULES = (
     *COMMON,  # embeddings, norms, head, and q_proj (without a q latent) and o_proj
     *(
         Rule(f"{ATTN}.{hf}.{kind}", f"{ZOO_ATTN}.{zoo}.{kind}")
@@ -61,89 +65,22 @@ DEEPSEEK_V3_RULES = (
     *swiglu_rules(f"{MLP}.shared_experts", f"{FFN}.shared_expert"),
 )
 
-DEEPSEEK_V3_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 129280,
-    "hidden_size": 7168,
-    "intermediate_size": 18432,
-    "moe_intermediate_size": 2048,
-    "num_hidden_layers": 61,
-    "num_attention_heads": 128,
-    "num_key_value_heads": None,
-    "n_shared_experts": 1,
-    "n_routed_experts": 256,
-    "routed_scaling_factor": 2.5,
-    "kv_lora_rank": 512,
-    "q_lora_rank": 1536,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-    "qk_nope_head_dim": 128,
-    "n_group": 8,
-    "topk_group": 4,
-    "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3,
-    "norm_topk_prob": True,
-    "hidden_act": "silu",
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-6,
-    "pad_token_id": None,
-    "tie_word_embeddings": False,
-    "rope_theta": 10000.0,
-    "rope_parameters": None,
-    "rope_scaling": None,
-    "rope_interleave": True,
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "aux_loss_alpha": 0.001,  # not a DeepseekV3Config attribute; DeepSeek's own configs carry it
-}
-"""DeepseekV3Config's defaults of the keys the translation reads."""
+
+def drop_mtp_modules(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The checkpoint without its multi-token-prediction modules (a layer with an ``eh_proj``: DeepSeek's
+    ``model.layers.61``), which ``DeepseekV3ForCausalLM`` does not build either; experts unfused."""
+    mtp = tuple(name.removesuffix("eh_proj.weight") for name in state if name.endswith(".eh_proj.weight"))
+    return split_fused_experts({n: t for n, t in state.items() if not (mtp and n.startswith(mtp))})
 
 
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-DEEPSEEK_V3_OPTIONS = (
-    *(o for o in LLAMA_OPTIONS if o.key in ("rope_parameters.partial_rotary_factor", "hidden_act")),
-    *ROPE_OPTIONS,
-    Option(
-        "quantization_config",
-        lambda v: v is None,
-        "the weights are quantised (DeepSeek-V3's FP8 blocks with weight_scale_inv scales) and zoo reads plain "
-        "tensors only; dequantise them to bf16 first (DeepSeek's inference/fp8_cast_bf16.py)",
-    ),
-    Option(
-        "scoring_func",
-        lambda v: v in (None, "sigmoid"),
-        "DeepseekV3's router scores with a sigmoid (DeepSeek-V2's softmax routers are model_type deepseek_v2)",
-    ),
-    Option(
-        "topk_method",
-        lambda v: v in (None, "noaux_tc"),
-        "DeepseekV3's router chooses by noaux_tc (groups by their two best scores, with the correction bias)",
-    ),
-    Option(
-        "moe_layer_freq",
-        lambda v: v in (None, 1),
-        "DeepseekV3ForCausalLM makes every layer from first_k_dense_replace on an MoE layer",
-    ),
-    *(
-        Option(key, _positive_int, f"{key} must be a positive integer (transformers cannot build the model otherwise)")
-        for key in ("n_group", "topk_group", "num_experts_per_tok", "n_shared_experts", "v_head_dim")
-    ),
-    Option(
-        "first_k_dense_replace",
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-        "first_k_dense_replace must be an integer >= 0 (the dense layers before the MoE ones)",
-    ),
-)
-
-DEEPSEEK_V3_UNREAD = {
-    "head_dim": "DeepseekV3Config sets it to qk_rope_head_dim (the dims RoPE rotates), which zoo reads",
-    "qk_head_dim": "DeepseekV3Config sets it to qk_nope_head_dim + qk_rope_head_dim, which zoo reads",
-    "num_nextn_predict_layers": "multi-token-prediction modules: DeepseekV3ForCausalLM builds none, and their "
-    "weights (after the last layer) are dropped on import",
-    "pretraining_tp": "how DeepSeek sliced the projections across devices to pretrain: the same matmuls",
-}
+def _heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    if kv_heads is not None and kv_heads != heads:
+        raise HFImportError(
+            f"num_key_value_heads={kv_heads} is not supported: multi-head latent attention expands its latent to "
+            f"every one of the num_attention_heads={heads} heads (transformers too), so it must equal that or be null"
+        )
+    return {"attention.num_heads": heads}
 
 
 def yarn_softmax_scale(qk_head_dim: int, params: dict[str, Any]) -> float | None:
@@ -157,120 +94,9 @@ def yarn_softmax_scale(qk_head_dim: int, params: dict[str, Any]) -> float | None
     return qk_head_dim ** (-0.5) * mscale * mscale
 
 
-def deepseek_rope_spec(config: dict[str, Any]) -> dict[str, Any]:
-    """zoo's rope spec: the general one (YaRN's with every parameter transformers reads), on interleaved pairs
-    where ``rope_interleave`` says so."""
-    return {**rope_spec(config), "interleaved": bool(config["rope_interleave"])}
-
-
-def deepseek_v3_recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    if kv_heads is not None and kv_heads != heads:
-        raise HFImportError(
-            f"num_key_value_heads={kv_heads} is not supported: multi-head latent attention expands its latent to "
-            f"every one of the num_attention_heads={heads} heads (transformers too), so it must equal that or be null"
-        )
-    qk_nope, qk_rope = config["qk_nope_head_dim"], config["qk_rope_head_dim"]
-    attention: dict[str, Any] = {
-        "type": "mla",
-        "num_heads": heads,
-        "q_lora_rank": config["q_lora_rank"],
-        "kv_lora_rank": config["kv_lora_rank"],
-        "qk_nope_head_dim": qk_nope,
-        "qk_rope_head_dim": qk_rope,
-        "v_head_dim": config["v_head_dim"],
-        "bias": bool(config["attention_bias"]),
-        "dropout": config["attention_dropout"],
-    }
-    scale = yarn_softmax_scale(qk_nope + qk_rope, scaling_parameters(config))
-    if scale is not None:
-        attention["scale"] = scale
-    act = GATED[config["hidden_act"]]
-    ffn = {
-        "type": "moe",
-        "num_experts": config["n_routed_experts"],
-        "top_k": config["num_experts_per_tok"],
-        "expert": {**act, "hidden": config["moe_intermediate_size"]},
-        "shared_expert": {**act, "hidden": config["moe_intermediate_size"] * config["n_shared_experts"]},
-        "normalize": bool(config["norm_topk_prob"]),
-        "scoring": "sigmoid",
-        "correction_bias": True,
-        "n_group": config["n_group"],
-        "topk_group": config["topk_group"],
-        "routed_scaling_factor": float(config["routed_scaling_factor"]),
-        "aux_loss_coef": config["aux_loss_alpha"],
-    }
-    n, pad = config["num_hidden_layers"], config["pad_token_id"]
-    embedding: dict[str, Any] = {"type": "token"}
-    if pad is not None and 0 <= pad < config["vocab_size"]:
-        embedding["padding_idx"] = pad
-    dense = list(range(min(config["first_k_dense_replace"], n)))
-    return {
-        "architecture": "decoder",
-        "vocab_size": config["vocab_size"],
-        "pad_token_id": pad,
-        "d_model": config["hidden_size"],
-        "num_layers": n,
-        "max_len": config["max_position_embeddings"],
-        "norm_position": "pre",
-        "embedding": embedding,
-        "attention": attention,
-        "positional": deepseek_rope_spec(config),
-        "norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]},
-        "ffn": ffn,
-        "layers": dense_override(dense, {**act, "hidden": config["intermediate_size"]}, n),
-        "head": {"type": "lm", "tie_embeddings": bool(config["tie_word_embeddings"])},
-    }
-
-
-def deepseek_v3_config(recipe, weights) -> dict[str, Any]:
-    attention, ffn = recipe.attention, recipe.ffn
-    expert = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
-    shared = weight_rows(weights, recipe, False, "shared_expert.up_proj.weight")
-    dense = dense_layers(recipe)
-    return {
-        "vocab_size": recipe.vocab_size,
-        "hidden_size": recipe.d_model,
-        "intermediate_size": weight_rows(weights, recipe, True, "up_proj.weight") or shared,
-        "moe_intermediate_size": expert,
-        "num_hidden_layers": recipe.num_layers,
-        "num_attention_heads": attention.num_heads,
-        "num_key_value_heads": attention.num_heads,
-        "n_shared_experts": shared // expert,
-        "n_routed_experts": ffn.num_experts,
-        "routed_scaling_factor": ffn.routed_scaling_factor,
-        "kv_lora_rank": attention.kv_lora_rank,
-        "q_lora_rank": attention.q_lora_rank,
-        "qk_rope_head_dim": attention.qk_rope_head_dim,
-        "v_head_dim": attention.v_head_dim,
-        "qk_nope_head_dim": attention.qk_nope_head_dim,
-        "n_group": ffn.n_group,
-        "topk_group": ffn.topk_group,
-        "num_experts_per_tok": ffn.top_k,
-        "first_k_dense_replace": len(dense),
-        "norm_topk_prob": ffn.normalize,
-        "hidden_act": hidden_act(ffn.expert),
-        "max_position_embeddings": recipe.max_len,
-        "rms_norm_eps": recipe.norm.eps,
-        "tie_word_embeddings": recipe.head.tie_embeddings,
-        "rope_parameters": hf_rope_parameters(recipe.positional),
-        "rope_interleave": recipe.positional.interleaved,
-        "attention_bias": attention.bias,
-        "attention_dropout": attention.dropout,
-        "num_nextn_predict_layers": 0,
-        "aux_loss_alpha": ffn.aux_loss_coef,
-        "pad_token_id": recipe.pad_token_id,
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "dtype": dtype_name(weights),
-    }
-
-
-def drop_mtp_modules(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The checkpoint without its multi-token-prediction modules (a layer with an ``eh_proj``: DeepSeek's
-    ``model.layers.61``), which ``DeepseekV3ForCausalLM`` does not build either; experts unfused."""
-    mtp = tuple(name.removesuffix("eh_proj.weight") for name in state if name.endswith(".eh_proj.weight"))
-    return split_fused_experts({n: t for n, t in state.items() if not (mtp and n.startswith(mtp))})
+def _scale(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    scale = yarn_softmax_scale(config["qk_nope_head_dim"] + config["qk_rope_head_dim"], scaling_parameters(config))
+    return {} if scale is None else {"attention.scale": scale}
 
 
 def scale_fits(recipe: Any) -> str | None:
@@ -285,6 +111,30 @@ def scale_fits(recipe: Any) -> str | None:
             "qk_nope_head_dim + qk_rope_head_dim and YaRN's mscale_all_dim)"
         )
     return None
+
+
+def _experts(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """The routed experts, the shared expert of ``n_shared_experts`` experts' width, the first k layers dense."""
+    act, n, width = GATED[config["hidden_act"]], config["num_hidden_layers"], config["moe_intermediate_size"]
+    dense = list(range(min(config["first_k_dense_replace"], n)))
+    return {
+        "ffn.expert": {**act, "hidden": width},
+        "ffn.shared_expert": {**act, "hidden": width * config["n_shared_experts"]},
+        "layers": dense_override(dense, {**act, "hidden": config["intermediate_size"]}, n),
+    }
+
+
+def _hf_experts(recipe: Any, weights: Any) -> dict[str, Any]:
+    expert = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
+    shared = weight_rows(weights, recipe, False, "shared_expert.up_proj.weight")
+    return {
+        "hidden_act": hidden_act(recipe.ffn.expert),
+        "moe_intermediate_size": expert,
+        "n_shared_experts": shared // expert,
+        "intermediate_size": weight_rows(weights, recipe, True, "up_proj.weight") or shared,  # no dense layer
+        "first_k_dense_replace": len(dense_layers(recipe)),
+        "num_nextn_predict_layers": 0,  # no multi-token-prediction module: zoo builds none
+    }
 
 
 def dense_first(recipe: Any) -> str | None:
@@ -320,35 +170,115 @@ def fits_moe(recipe: Any) -> str | None:
     return fits_experts(recipe) or shared_expert_fits(recipe)
 
 
-DEEPSEEK_V3_REQUIREMENTS = {
-    **{
-        k: v for k, v in COMMON_REQUIREMENTS.items() if not k.startswith("attention.") and k != "positional.interleaved"
-    },
-    "attention.type": "mla",
-    "attention.scale": scale_fits,
-    "layers": dense_first,
-    "ffn.type": "moe",
-    "ffn.scoring": "sigmoid",
-    "ffn.correction_bias": True,
-    "ffn.shared_expert_gate": False,
-    "ffn.experts": fits_moe,
-}
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
-DEEPSEEK_V3 = Family(
-    name="deepseek_v3",
-    model_type="deepseek_v3",
+
+DEEPSEEK_V3 = LLAMA.derive(
+    "deepseek_v3",
     classes=("DeepseekV3ForCausalLM",),
-    base_prefix="model.",
-    head_prefixes=("lm_head.",),
-    defaults=DEEPSEEK_V3_DEFAULTS,
-    options=DEEPSEEK_V3_OPTIONS,
-    rules=DEEPSEEK_V3_RULES,
-    ignored=IGNORED,
-    requirements=DEEPSEEK_V3_REQUIREMENTS,
-    unread=DEEPSEEK_V3_UNREAD,
-    recipe=deepseek_v3_recipe,
-    config=deepseek_v3_config,
-    hf_class=lambda recipe: "DeepseekV3ForCausalLM",
+    rules=RULES,
     layout=drop_mtp_modules,
     recipes=("deepseek-v3",),
+    drop=("mlp_bias", "sliding_window", "gated ffn", "layers"),
+    rows=(
+        Computed(
+            "heads",
+            keys={"num_attention_heads": 128, "num_key_value_heads": None},
+            paths=("attention.num_heads",),
+            read=_heads,
+            write=lambda recipe, weights: dict.fromkeys(
+                ("num_attention_heads", "num_key_value_heads"), recipe.attention.num_heads
+            ),
+        ),
+        Fixed("attention.type", "mla"),
+        Key("q_lora_rank", "attention.q_lora_rank", 1536),
+        Key("kv_lora_rank", "attention.kv_lora_rank", 512),
+        Key("qk_nope_head_dim", "attention.qk_nope_head_dim", 128),
+        Key("qk_rope_head_dim", "attention.qk_rope_head_dim", 64),
+        Key("v_head_dim", "attention.v_head_dim", 128),
+        Computed(
+            "scale",
+            keys={},
+            paths=("attention.scale",),
+            read=_scale,
+            write=lambda recipe, weights: {},
+            requires={"attention.scale": scale_fits},
+        ),
+        Computed(
+            "rope",
+            keys={**ROPE.keys, "rope_interleave": True},
+            paths=ROPE.paths,
+            read=lambda config, recipe: {
+                "positional": {**rope_spec(config), "interleaved": bool(config["rope_interleave"])}
+            },
+            write=lambda recipe, weights: {
+                "rope_parameters": hf_rope_parameters(recipe.positional),
+                "rope_interleave": recipe.positional.interleaved,
+            },
+            requires={k: v for k, v in ROPE.requires.items() if k != "positional.interleaved"},
+            legacy=("rope_scaling", "rope_theta"),  # transformers 4's keys; rope_parameters holds the base
+        ),
+        Fixed("ffn.type", "moe"),
+        Key("n_routed_experts", "ffn.num_experts", 256),
+        Key("num_experts_per_tok", "ffn.top_k", 8),
+        Key("norm_topk_prob", "ffn.normalize", True, read=bool),
+        Fixed("ffn.scoring", "sigmoid"),
+        Fixed("ffn.correction_bias", True),
+        Key("n_group", "ffn.n_group", 8),
+        Key("topk_group", "ffn.topk_group", 4),
+        Key("routed_scaling_factor", "ffn.routed_scaling_factor", 2.5, read=float),
+        Key("aux_loss_alpha", "ffn.aux_loss_coef", 0.001),  # not a DeepseekV3Config attribute; DeepSeek's configs
+        Fixed("ffn.shared_expert_gate", False),
+        Computed(
+            "experts",
+            keys={"hidden_act": "silu", "moe_intermediate_size": 2048, "n_shared_experts": 1}
+            | {"intermediate_size": 18432, "first_k_dense_replace": 3},
+            paths=("ffn.expert", "ffn.shared_expert", "layers"),
+            read=_experts,
+            write=_hf_experts,
+            requires={"layers": dense_first, "ffn.experts": fits_moe},
+        ),
+        Refused(
+            "quantization_config",
+            lambda v: v is None,
+            "the weights are quantised (DeepSeek-V3's FP8 blocks with weight_scale_inv scales) and zoo reads plain "
+            "tensors only; dequantise them to bf16 first (DeepSeek's inference/fp8_cast_bf16.py)",
+        ),
+        Refused(
+            "scoring_func",
+            lambda v: v in (None, "sigmoid"),
+            "DeepseekV3's router scores with a sigmoid (DeepSeek-V2's softmax routers are model_type deepseek_v2)",
+        ),
+        Refused(
+            "topk_method",
+            lambda v: v in (None, "noaux_tc"),
+            "DeepseekV3's router chooses by noaux_tc (groups by their two best scores, with the correction bias)",
+        ),
+        Refused(
+            "moe_layer_freq",
+            lambda v: v in (None, 1),
+            "DeepseekV3ForCausalLM makes every layer from first_k_dense_replace on an MoE layer",
+        ),
+        *(
+            Refused(
+                key, _positive_int, f"{key} must be a positive integer (transformers cannot build the model otherwise)"
+            )
+            for key in ("n_group", "topk_group", "num_experts_per_tok", "n_shared_experts", "v_head_dim")
+        ),
+        Refused(
+            "first_k_dense_replace",
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+            "first_k_dense_replace must be an integer >= 0 (the dense layers before the MoE ones)",
+        ),
+        Unread("head_dim", "DeepseekV3Config sets it to qk_rope_head_dim (the dims RoPE rotates), which zoo reads"),
+        Unread("qk_head_dim", "DeepseekV3Config sets it to qk_nope_head_dim + qk_rope_head_dim, which zoo reads"),
+        Unread(
+            "num_nextn_predict_layers",
+            "multi-token-prediction modules: DeepseekV3ForCausalLM builds none, and their weights (after the last "
+            "layer) are dropped on import",
+        ),
+        Unread("pretraining_tp", "how DeepSeek sliced the projections across devices to pretrain: the same matmuls"),
+    ),
+    defaults={"vocab_size": 129280, "hidden_size": 7168, "num_hidden_layers": 61, "max_position_embeddings": 4096},
 )

@@ -1,6 +1,6 @@
 """Gemma (``GemmaForCausalLM``), and what Gemma 2 and Gemma 3 (``zoo/hf/gemma2.py``, ``gemma3.py``) share with it.
 
-Gemma is Llama's layout (the same weight names) with three differences, each a zoo option:
+Gemma is Llama's table with three differences, each a zoo option:
 
 - its RMSNorm stores ``w`` for a scale of ``1 + w``, computed in float32 before the cast (``norm.offset: 1.0``);
 - the token embeddings are multiplied by ``sqrt(hidden_size)`` rounded to the weights' dtype
@@ -16,21 +16,68 @@ their attention (:func:`local_global`), and the export writes ``layer_types`` ba
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from zoo.errors import HFImportError
 
-from ._llama_legacy import LLAMA_OPTIONS, _config, _recipe
-from .llama import BLOCK, GATED, IGNORED, LAYER, LLAMA_RULES
-from .mapping import Family, Option, Rule, no_layer_overrides
-from .rope import scaling_fits
+from .llama import BLOCK, LAYER, LLAMA, LLAMA_RULES
+from .mapping import Option, Rule
+from .rows import gated_ffn, selector
+from .table import Computed, Fixed, Require
 
-# ---------------------------------------------------------------------------------------------- the table
+CAUSAL = Option(
+    "use_bidirectional_attention",
+    lambda v: not v,
+    "zoo's decoder is causal; a bidirectional Gemma is an encoder, which this family does not import",
+)
 
-GEMMA_RULES = LLAMA_RULES
-"""Gemma's checkpoint names are Llama's (its MLP has no biases, so those rows are never in force)."""
+GATED_FFN = gated_ffn()
 
-MLP_RULES = tuple(r for r in LLAMA_RULES if ".mlp." in r.hf_names[0])
+
+def _legacy_gelu(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """Quirk: transformers' GemmaConfig reads Gemma 1's ``hidden_act: gelu`` as the tanh GELU (Gemma 2, 3 do not)."""
+    act = config["hidden_act"]
+    return GATED_FFN.read({**config, "hidden_act": "gelu_pytorch_tanh" if act == "gelu" else act}, recipe)
+
+
+def tanh_gelu(recipe: Any) -> str | None:
+    """A requirement of Gemma 1: a GeGLU's GELU is the tanh one (its config's ``gelu`` means tanh)."""
+    if recipe.ffn.type == "geglu" and recipe.ffn.approximate != "tanh":
+        return "ffn.approximate is 'none', needs 'tanh' (Gemma's hidden_act 'gelu' is read as the tanh GELU)"
+    return None
+
+
+GEMMA = LLAMA.derive(
+    "gemma",
+    classes=("GemmaForCausalLM",),
+    recipes=("gemma-2b",),
+    drop=("mlp_bias", "pretraining_tp", "sliding_window"),
+    rows=(
+        Fixed("embedding.scale", True),
+        Fixed("embedding.round_scale", True),
+        Fixed("norm.offset", 1.0),
+        replace(GATED_FFN, read=_legacy_gelu),
+        Require("ffn.approximate", tanh_gelu),
+        Fixed("ffn.bias", False),
+        CAUSAL,
+    ),
+    defaults={
+        "vocab_size": 256000,
+        "hidden_size": 3072,
+        "intermediate_size": 24576,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "hidden_act": "gelu_pytorch_tanh",
+        "max_position_embeddings": 8192,
+        "pad_token_id": 0,
+        "tie_word_embeddings": True,
+    },
+)
+
+# ---------------------------------------------------------------------------------------------- Gemma 2 and 3
 
 SANDWICH_RULES = (
     Rule("model.embed_tokens.weight", "embedding.token.weight"),
@@ -40,7 +87,7 @@ SANDWICH_RULES = (
     Rule(f"{LAYER}.self_attn.k_norm.weight", f"{BLOCK}.attention.k_norm.weight"),
     Rule(f"{LAYER}.post_attention_layernorm.weight", f"{BLOCK}.attention_post_norm.weight"),
     Rule(f"{LAYER}.pre_feedforward_layernorm.weight", f"{BLOCK}.ffn_norm.weight"),
-    *MLP_RULES,
+    *(r for r in LLAMA_RULES if ".mlp." in r.hf_names[0]),
     Rule(f"{LAYER}.post_feedforward_layernorm.weight", f"{BLOCK}.ffn_post_norm.weight"),
     Rule("model.norm.weight", "final_norm.weight"),
     Rule("lm_head.weight", "head.proj.weight"),  # only when untied
@@ -48,142 +95,20 @@ SANDWICH_RULES = (
 """Gemma 2 and 3: a norm before and after each sub-layer (``post_attention_layernorm`` is the one *after*
 attention here, where in Gemma and Llama it is the FFN's input norm)."""
 
-# ---------------------------------------------------------------------------------------------- configs
 
-GEMMA_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 256000,
-    "hidden_size": 3072,
-    "intermediate_size": 24576,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 16,
-    "head_dim": 256,
-    "hidden_act": "gelu_pytorch_tanh",
-    "max_position_embeddings": 8192,
-    "rms_norm_eps": 1e-6,
-    "pad_token_id": 0,
-    "tie_word_embeddings": True,
-    "rope_theta": 10000.0,  # transformers 4's key; 5 keeps it in rope_parameters
-    "rope_parameters": None,
-    "rope_scaling": None,
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "use_bidirectional_attention": None,
-}
+def renamed(row: Computed, **names: str) -> Computed:
+    """``row`` reading and writing config keys under other names (``hidden_activation="hidden_act"``: Gemma 2's
+    key for what Gemma's row calls ``hidden_act``)."""
+    theirs = {old: new for new, old in names.items()}
 
-ROPE_OPTIONS = tuple(o for o in LLAMA_OPTIONS if o.key.startswith("rope"))
-"""Llama's rope scalings (every rope type zoo computes), refused by name otherwise; full rotation only."""
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        return row.read({**config, **{old: config[new] for new, old in names.items()}}, recipe)
 
-CAUSAL = Option(
-    "use_bidirectional_attention",
-    lambda v: not v,
-    "zoo's decoder is causal; a bidirectional Gemma is an encoder, which this family does not import",
-)
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {theirs.get(k, k): v for k, v in row.write(recipe, weights).items()}
 
-LEGACY_GELU = {"gelu": "gelu_pytorch_tanh"}
-"""transformers' GemmaConfig reads Gemma 1's ``hidden_act: gelu`` as the tanh GELU (Gemma 2 and 3 do not)."""
+    return replace(row, keys={theirs.get(k, k): v for k, v in row.keys.items()}, read=read, write=write)
 
-
-def activation_option(key: str, legacy: dict[str, str]) -> Option:
-    """The gated FFN's activation: one zoo computes exactly (after ``legacy`` renames)."""
-    return Option(
-        key,
-        lambda v: legacy.get(v, v) in GATED,
-        f"zoo's gated FFNs apply {', '.join(GATED)} exactly (swiglu, geglu, reglu, geglu with approximate: tanh)",
-    )
-
-
-GEMMA_OPTIONS = (*ROPE_OPTIONS, activation_option("hidden_act", LEGACY_GELU), CAUSAL)
-
-
-def gated_ffn(activation: str, hidden: int) -> dict[str, Any]:
-    """The zoo FFN of a Gemma MLP, ``down(act(gate(x)) * up(x))`` without biases, for the HF activation name."""
-    return {**GATED[activation], "hidden": hidden, "bias": False}
-
-
-def gemma_parts(recipe: dict[str, Any]) -> dict[str, Any]:
-    """A Llama-shaped recipe dict made Gemma's: (1 + w) RMSNorms, sqrt(d) embeddings rounded to the dtype."""
-    recipe["embedding"].update(scale=True, round_scale=True)
-    recipe["norm"]["offset"] = 1.0
-    return recipe
-
-
-def gemma_recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    activation = LEGACY_GELU.get(config["hidden_act"], config["hidden_act"])
-    ffn = gated_ffn(activation, config["intermediate_size"])
-    return gemma_parts(_recipe(config, ffn, bool(config["attention_bias"])))
-
-
-UP = "blocks.0.ffn.up_proj.weight"
-
-
-def gemma_config(recipe, weights) -> dict[str, Any]:
-    return {
-        **_config(recipe, weights, recipe.ffn, UP),
-        "attention_bias": recipe.attention.bias,
-    }
-
-
-# ---------------------------------------------------------------------------------------------- requirements
-
-
-def same_biases(recipe) -> str | None:
-    """A requirement: one ``attention_bias`` for all four projections."""
-    own = {p: b for p, b in recipe.attention.biases().items() if b != recipe.attention.bias}
-    if own:
-        return f"attention: {', '.join(f'{p}_bias' for p in own)} differ from bias; Gemma has one attention_bias"
-    return None
-
-
-def tanh_gelu(recipe) -> str | None:
-    """A requirement of Gemma 1: a GeGLU's GELU is the tanh one (its config's ``gelu`` means tanh)."""
-    if recipe.ffn.type == "geglu" and recipe.ffn.approximate != "tanh":
-        return "ffn.approximate is 'none', needs 'tanh' (Gemma's hidden_act 'gelu' is read as the tanh GELU)"
-    return None
-
-
-GEMMA_BASE_REQUIREMENTS: dict[str, Any] = {
-    "architecture": "decoder",
-    "block.parallel": False,
-    "embed_norm": (None, False),
-    "final_norm": (None, True),
-    "type_vocab_size": 0,
-    "embedding.type": "token",
-    "embedding.scale": True,
-    "embedding.round_scale": True,
-    "embedding.proj_dim": None,
-    "positional.type": "rope",
-    "positional.interleaved": False,
-    "positional.rotary_fraction": 1.0,
-    "positional.scaling": scaling_fits,  # every layer's rope
-    "attention.type": ("mha", "gqa", "mqa"),
-    "attention.biases": same_biases,
-    "norm.type": "rmsnorm",
-    "norm.affine": True,
-    "norm.offset": 1.0,
-    "ffn.type": ("geglu", "swiglu", "reglu"),
-    "ffn.bias": False,
-    "head.type": "lm",
-    "head.bias": False,
-    "head.rescale": False,
-}
-"""What Gemma, Gemma 2 and Gemma 3 share."""
-
-GEMMA_REQUIREMENTS = {
-    **GEMMA_BASE_REQUIREMENTS,
-    "block.norm_position": "pre",
-    "layers": no_layer_overrides,
-    "attention.scale": None,
-    "attention.softcap": None,
-    "attention.qk_norm": None,
-    "attention.window": None,
-    "attention.rotary": None,
-    "ffn.approximate": tanh_gelu,
-    "head.softcap": None,
-}
-
-
-# ---------------------------------------------------------------------------------------------- Gemma 2 and 3
 
 LOCAL, GLOBAL = "sliding_attention", "full_attention"
 """transformers' ``layer_types``: a local (sliding-window) and a global layer."""
@@ -204,18 +129,28 @@ def attention_scale(config: dict[str, Any]) -> float | None:
     return None if scalar == head_dim else float(scalar) ** -0.5
 
 
-def query_pre_attn_scalar(recipe) -> int:
+def query_pre_attn_scalar(recipe: Any) -> int:
     """The integer ``query_pre_attn_scalar`` of a recipe's score scale (the way back of ``attention_scale``)."""
     scale = recipe.attention.scale
     return recipe.attention.head_dim_for(recipe.d_model) if scale is None else round(scale**-2)
 
 
-def integer_scalar(recipe) -> str | None:
+def integer_scalar(recipe: Any) -> str | None:
     """A requirement: the score scale is ``q ** -0.5`` for an integer ``q`` (the config holds the integer)."""
     scale = recipe.attention.scale
     if scale is not None and float(query_pre_attn_scalar(recipe)) ** -0.5 != scale:
         return f"attention.scale is {scale}, needs query_pre_attn_scalar ** -0.5 for an integer query_pre_attn_scalar"
     return None
+
+
+SCALE = Computed(
+    "scale",
+    keys={"query_pre_attn_scalar": 256},
+    paths=("attention.scale",),
+    read=lambda config, recipe: {} if attention_scale(config) is None else {"attention.scale": attention_scale(config)},
+    write=lambda recipe, weights: {"query_pre_attn_scalar": query_pre_attn_scalar(recipe)},
+    requires={"attention.scale": integer_scalar},
+)
 
 
 def layer_types(config: dict[str, Any], pattern: int) -> list[str]:
@@ -227,14 +162,6 @@ def layer_types(config: dict[str, Any], pattern: int) -> list[str]:
     if LOCAL in types and config["sliding_window"] is None:
         raise HFImportError(f"sliding_window=None with {LOCAL} layers: transformers cannot run this config either")
     return list(types)
-
-
-def selector(indices: list[int], n: int) -> int | str | list[int]:
-    """A ``layers:`` selector for ``indices`` of ``n`` layers: an index, a slice ('0::2') or the list."""
-    if len(indices) == 1:
-        return indices[0]
-    start, step = indices[0], indices[1] - indices[0]
-    return f"{start}::{step}" if indices == list(range(start, n, step)) else indices
 
 
 def local_global(
@@ -261,7 +188,7 @@ def local_global(
     return {"positional": ropes[base], "attention": spec(base), "layers": layers}
 
 
-def layer_ropes(recipe) -> list[Any]:
+def layer_ropes(recipe: Any) -> list[Any]:
     """Each decoder layer's rope config: its attention's ``rotary``, else the stack's positional."""
     out = []
     for placed in recipe.layer_plan("decoder"):
@@ -270,7 +197,7 @@ def layer_ropes(recipe) -> list[Any]:
     return out
 
 
-def plan_problems(recipe, *, one_rope: bool) -> str | None:
+def plan_problems(recipe: Any, *, one_rope: bool) -> str | None:
     """A requirement: the layers differ in their attention's window (and, unless ``one_rope``, rotary) only,
     every local layer has the same window, and the layers of each kind the same rope."""
     if "window" not in type(recipe.attention).model_fields:
@@ -299,7 +226,7 @@ def plan_problems(recipe, *, one_rope: bool) -> str | None:
     return None
 
 
-def hf_layers(recipe) -> dict[str, Any]:
+def hf_layers(recipe: Any) -> dict[str, Any]:
     """``layer_types`` and ``sliding_window`` of a recipe that fits (``plan_problems`` found nothing)."""
     windows = [placed["attention"][0].window for placed in recipe.layer_plan("decoder")]
     window = next((w for w in windows if w is not None), None)
@@ -307,53 +234,3 @@ def hf_layers(recipe) -> dict[str, Any]:
         "layer_types": [LOCAL if w is not None else GLOBAL for w in windows],
         "sliding_window": window if window is not None else (recipe.max_len or 4096),  # unused: no layer slides
     }
-
-
-def sandwich_recipe(config: dict[str, Any], ffn: dict[str, Any]) -> dict[str, Any]:
-    """Gemma 2 and 3's common recipe: Gemma's, with sandwich norms, the score scale and soft-caps."""
-    recipe = gemma_parts(_recipe(config, ffn, bool(config["attention_bias"])))
-    recipe.pop("norm_position")
-    recipe["block"] = {"norm_position": "sandwich"}
-    scale = attention_scale(config)
-    if scale is not None:
-        recipe["attention"]["scale"] = scale
-    if config["final_logit_softcapping"] is not None:
-        recipe["head"]["softcap"] = float(config["final_logit_softcapping"])
-    return recipe
-
-
-def sandwich_config(recipe, weights) -> dict[str, Any]:
-    """Gemma 2 and 3's common config."""
-    config = gemma_config(recipe, weights)
-    config["hidden_activation"] = config.pop("hidden_act")
-    return {
-        **config,
-        **hf_layers(recipe),
-        "query_pre_attn_scalar": query_pre_attn_scalar(recipe),
-        "final_logit_softcapping": recipe.head.softcap,
-    }
-
-
-SANDWICH_REQUIREMENTS = {
-    **GEMMA_BASE_REQUIREMENTS,
-    "block.norm_position": "sandwich",
-    "attention.scale": integer_scalar,
-}
-
-
-GEMMA = Family(
-    name="gemma",
-    model_type="gemma",
-    classes=("GemmaForCausalLM",),
-    base_prefix="model.",
-    head_prefixes=("lm_head.",),
-    defaults=GEMMA_DEFAULTS,
-    options=GEMMA_OPTIONS,
-    rules=GEMMA_RULES,
-    ignored=IGNORED,
-    requirements=GEMMA_REQUIREMENTS,
-    recipe=gemma_recipe,
-    config=gemma_config,
-    hf_class=lambda recipe: "GemmaForCausalLM",
-    recipes=("gemma-2b",),
-)

@@ -3,82 +3,73 @@ scaled by ``query_pre_attn_scalar ** -0.5`` and soft-capped at ``attn_logit_soft
 at ``final_logit_softcapping``, and local (sliding-window) layers alternating with global ones, local first.
 
 The layers of the less common kind (the local ones on a tie, as in every Gemma 2) are ``layers:`` overrides of the
-recipe's attention; all layers share one rope (``rope_parameters``).
+recipe's attention; all layers share one rope (``rope_parameters``). The activation's key is
+``hidden_activation``, and its ``gelu`` is the exact GELU (Gemma's legacy reading is gone).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from .gemma import (
-    CAUSAL,
-    GEMMA_DEFAULTS,
-    IGNORED,
-    ROPE_OPTIONS,
-    SANDWICH_REQUIREMENTS,
+    GATED_FFN,
+    GEMMA,
+    GLOBAL,
+    LOCAL,
     SANDWICH_RULES,
-    activation_option,
-    gated_ffn,
+    SCALE,
+    hf_layers,
     layer_types,
     layer_types_option,
     local_global,
     plan_problems,
-    sandwich_config,
-    sandwich_recipe,
+    renamed,
 )
-from .mapping import Family
-from .rope import rope_spec
-
-DEFAULTS: dict[str, Any] = {
-    **{k: v for k, v in GEMMA_DEFAULTS.items() if k != "hidden_act"},
-    "hidden_size": 2304,
-    "intermediate_size": 9216,
-    "num_hidden_layers": 26,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "hidden_activation": "gelu_pytorch_tanh",
-    "query_pre_attn_scalar": 256,
-    "sliding_window": 4096,
-    "layer_types": None,
-    "final_logit_softcapping": 30.0,
-    "attn_logit_softcapping": 50.0,
-}
-
-OPTIONS = (*ROPE_OPTIONS, activation_option("hidden_activation", {}), layer_types_option("Gemma 2"), CAUSAL)
+from .rows import ACTIVATION
+from .table import Computed, Fixed, Key
 
 
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    out = sandwich_recipe(config, gated_ffn(config["hidden_activation"], config["intermediate_size"]))
-    if config["attn_logit_softcapping"] is not None:
-        out["attention"]["softcap"] = float(config["attn_logit_softcapping"])
-    rope = rope_spec(config)
-    types = layer_types(config, pattern=2)  # transformers' default: local, global, local, ...
-    return {**out, **local_global(types, out["attention"], config["sliding_window"], {t: rope for t in set(types)})}
+def _capped(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
-def config(recipe, weights) -> dict[str, Any]:
-    return {**sandwich_config(recipe, weights), "attn_logit_softcapping": recipe.attention.softcap}
+LAYERS = Computed(
+    "local and global layers",
+    keys={"sliding_window": 4096, "layer_types": None},
+    paths=("attention.window", "layers"),
+    read=lambda config, recipe: local_global(  # every other layer global, from the second
+        layer_types(config, pattern=2),
+        recipe["attention"],
+        config["sliding_window"],
+        dict.fromkeys((LOCAL, GLOBAL), recipe["positional"]),
+    ),
+    write=lambda recipe, weights: hf_layers(recipe),
+    requires={"layers": lambda recipe: plan_problems(recipe, one_rope=True)},
+    last=True,  # its overrides copy the attention as the other rows made it
+)
 
-
-REQUIREMENTS = {
-    **SANDWICH_REQUIREMENTS,
-    "attention.qk_norm": None,
-    "layers": lambda recipe: plan_problems(recipe, one_rope=True),
-}
-
-GEMMA2 = Family(
-    name="gemma2",
-    model_type="gemma2",
+GEMMA2 = GEMMA.derive(
+    "gemma2",
     classes=("Gemma2ForCausalLM",),
-    base_prefix="model.",
-    head_prefixes=("lm_head.",),
-    defaults=DEFAULTS,
-    options=OPTIONS,
     rules=SANDWICH_RULES,
-    ignored=IGNORED,
-    requirements=REQUIREMENTS,
-    recipe=recipe,
-    config=config,
-    hf_class=lambda recipe: "Gemma2ForCausalLM",
     recipes=("gemma-2-2b",),
+    drop=("hidden_act", "ffn.approximate", "layers"),  # Gemma's activation key and its legacy gelu; one layer kind
+    rows=(
+        Fixed("block.norm_position", "sandwich"),
+        renamed(GATED_FFN, hidden_activation="hidden_act"),
+        replace(ACTIVATION, key="hidden_activation"),
+        SCALE,
+        Key("attn_logit_softcapping", "attention.softcap", 50.0, read=_capped),
+        Key("final_logit_softcapping", "head.softcap", 30.0, read=_capped),
+        LAYERS,
+        layer_types_option("Gemma 2"),
+    ),
+    defaults={
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "hidden_activation": "gelu_pytorch_tanh",
+    },
 )

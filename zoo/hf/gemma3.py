@@ -12,74 +12,15 @@ that and transformers 4's keys import. The recipe's attention and positional are
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from ._llama_legacy import LLAMA_OPTIONS
-from .gemma import (
-    CAUSAL,
-    GEMMA_DEFAULTS,
-    GLOBAL,
-    IGNORED,
-    LOCAL,
-    SANDWICH_REQUIREMENTS,
-    SANDWICH_RULES,
-    activation_option,
-    gated_ffn,
-    layer_ropes,
-    layer_types,
-    layer_types_option,
-    local_global,
-    plan_problems,
-    sandwich_config,
-    sandwich_recipe,
-)
-from .mapping import Family, Option
+from .gemma import GLOBAL, LOCAL, hf_layers, layer_ropes, layer_types, layer_types_option, local_global, plan_problems
+from .gemma2 import GEMMA2, LAYERS
+from .mapping import Option
 from .rope import ROPE_SCALINGS, ROPE_TYPE_WHY, hf_rope_parameters, rope_spec
-
-DEFAULTS: dict[str, Any] = {
-    **{k: v for k, v in GEMMA_DEFAULTS.items() if k != "hidden_act"},
-    "vocab_size": 262208,
-    "hidden_size": 2304,
-    "intermediate_size": 9216,
-    "num_hidden_layers": 26,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "hidden_activation": "gelu_pytorch_tanh",
-    "max_position_embeddings": 131072,
-    "rope_theta": 1_000_000.0,  # transformers 4: the global layers' base
-    "rope_local_base_freq": 10_000.0,  # transformers 4: the local layers' base
-    "query_pre_attn_scalar": 256,
-    "sliding_window": 4096,
-    "sliding_window_pattern": 6,
-    "layer_types": None,
-    "final_logit_softcapping": None,
-    "use_bidirectional_attention": False,
-}
-
-
-def _rope_type_option(kind: str) -> Option:
-    return Option(
-        f"rope_parameters.{kind}.rope_type",
-        lambda v: v is None or v in ROPE_SCALINGS,
-        ROPE_TYPE_WHY,
-    )
-
-
-def _rotation_option(kind: str) -> Option:
-    return Option(
-        f"rope_parameters.{kind}.partial_rotary_factor",
-        lambda v: v in (None, 1.0),
-        "Gemma 3's attention rotates every head dim",
-    )
-
-
-OPTIONS = (
-    *(o for o in LLAMA_OPTIONS if o.key == "rope_scaling"),
-    *(option(kind) for kind in (LOCAL, GLOBAL) for option in (_rope_type_option, _rotation_option)),
-    activation_option("hidden_activation", {}),
-    layer_types_option("Gemma 3"),
-    CAUSAL,
-)
+from .rows import ROPE
+from .table import Computed, Unread
 
 
 def ropes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -100,27 +41,23 @@ def ropes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def recipe(config: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict[str, Any]:
-    out = sandwich_recipe(config, gated_ffn(config["hidden_activation"], config["intermediate_size"]))
-    out["attention"]["qk_norm"] = {"type": "rmsnorm", "eps": config["rms_norm_eps"], "offset": 1.0}
-    types = layer_types(config, pattern=config["sliding_window_pattern"])
-    return {**out, **local_global(types, out["attention"], config["sliding_window"], ropes(config))}
-
-
-def config(recipe, weights) -> dict[str, Any]:
-    out = sandwich_config(recipe, weights)
-    out.pop("rope_theta")
-    kinds = dict.fromkeys((LOCAL, GLOBAL), recipe.positional)  # a kind no layer has: the stack's rope
+def hf_ropes(recipe: Any, weights: Any) -> dict[str, Any]:
+    """``layer_types``, ``sliding_window`` and the rope of each kind (a kind no layer has: the stack's rope)."""
+    out = hf_layers(recipe)
+    kinds = dict.fromkeys((LOCAL, GLOBAL), recipe.positional)
     for kind, rope in zip(out["layer_types"], layer_ropes(recipe), strict=True):
         kinds[kind] = rope
-    return {
-        **out,
-        "rope_parameters": {kind: hf_rope_parameters(rope) for kind, rope in kinds.items()},
-        "attn_logit_softcapping": None,
-    }
+    return {**out, "rope_parameters": {kind: hf_rope_parameters(rope) for kind, rope in kinds.items()}}
 
 
-def _qk_norm(recipe) -> str | None:
+def truncated(recipe: Any) -> str | None:
+    """A requirement: every YaRN rope truncates (transformers' Gemma 3 does, whatever its parameters say)."""
+    if any(rope.scaling == "yarn" and not rope.truncate for rope in layer_ropes(recipe)):
+        return "a yarn rope has truncate False; transformers' Gemma 3 always truncates YaRN's ramp"
+    return None
+
+
+def qk_norm(recipe: Any) -> str | None:
     """A requirement: queries and keys normalised per head by Gemma's (1 + w) RMSNorm at the model's eps."""
     attention = recipe.attention
     norm = attention.qk_norm
@@ -140,40 +77,75 @@ def _qk_norm(recipe) -> str | None:
     return None
 
 
-def _truncated(recipe) -> str | None:
-    """A requirement: every YaRN rope truncates (transformers' Gemma 3 does, whatever its parameters say)."""
-    if any(rope.scaling == "yarn" and not rope.truncate for rope in layer_ropes(recipe)):
-        return "a yarn rope has truncate False; transformers' Gemma 3 always truncates YaRN's ramp"
-    return None
+QK_NORM = Computed(
+    "qk norm",
+    keys={},
+    paths=("attention.qk_norm", "attention.qk_norm_scope"),
+    read=lambda config, recipe: {
+        "attention.qk_norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"], "offset": 1.0}
+    },
+    write=lambda recipe, weights: {"attn_logit_softcapping": None},  # the score cap QK-norm replaced: none
+    requires={"attention.qk_norm": qk_norm},
+)
+
+ROPES = replace(  # a rope of each layer kind: the layers row writes the recipe's positional and the others' rotary
+    LAYERS,
+    keys={**LAYERS.keys, **ROPE.keys, "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6},
+    paths=("positional.*", *LAYERS.paths),
+    read=lambda config, recipe: local_global(
+        layer_types(config, pattern=config["sliding_window_pattern"]),
+        recipe["attention"],
+        config["sliding_window"],
+        ropes(config),
+    ),
+    write=hf_ropes,
+    requires={
+        **ROPE.requires,
+        "positional.truncate": truncated,
+        "layers": lambda recipe: plan_problems(recipe, one_rope=False),
+    },
+    legacy=("rope_theta", "rope_local_base_freq", "rope_scaling", "sliding_window_pattern"),  # transformers 4's
+)
 
 
-REQUIREMENTS = {
-    **SANDWICH_REQUIREMENTS,
-    "positional.truncate": _truncated,
-    "attention.softcap": None,  # transformers' Gemma 3 applies no score cap
-    "attention.qk_norm": _qk_norm,
-    "layers": lambda recipe: plan_problems(recipe, one_rope=False),
-}
+def _rope_options(kind: str) -> tuple[Option, ...]:
+    return (
+        Option(f"rope_parameters.{kind}.rope_type", lambda v: v is None or v in ROPE_SCALINGS, ROPE_TYPE_WHY),
+        Option(
+            f"rope_parameters.{kind}.partial_rotary_factor",
+            lambda v: v in (None, 1.0),
+            "Gemma 3's attention rotates every head dim",
+        ),
+    )
 
-GEMMA3 = Family(
-    name="gemma3",
+
+GEMMA3 = GEMMA2.derive(
+    "gemma3",
     model_type="gemma3_text",
     classes=("Gemma3ForCausalLM",),
-    base_prefix="model.",
-    head_prefixes=("lm_head.",),
-    defaults=DEFAULTS,
-    options=OPTIONS,
-    rules=SANDWICH_RULES,
-    ignored=IGNORED,
-    requirements=REQUIREMENTS,
-    unread={
-        "attn_logit_softcapping": "transformers' Gemma 3 attention never applies it (QK-norm took the score cap's "
-        "place), so zoo leaves the scores uncapped as transformers does",
-        "_sliding_window_pattern": "transformers' copy of sliding_window_pattern; the layer_types written beside it "
-        "say which layers are local, as transformers reads them",
-    },
-    recipe=recipe,
-    config=config,
-    hf_class=lambda recipe: "Gemma3ForCausalLM",
     recipes=("gemma-3-1b",),
+    drop=("rope", "rope_parameters.rope_type", "rope_parameters.partial_rotary_factor", "attn_logit_softcapping"),
+    rows=(
+        QK_NORM,
+        ROPES,
+        *_rope_options(LOCAL),
+        *_rope_options(GLOBAL),
+        layer_types_option("Gemma 3"),
+        Unread(
+            "attn_logit_softcapping",
+            "transformers' Gemma 3 attention never applies it (QK-norm took the score cap's place), so zoo leaves "
+            "the scores uncapped as transformers does",
+        ),
+        Unread(
+            "_sliding_window_pattern",
+            "transformers' copy of sliding_window_pattern; the layer_types written beside it say which layers are "
+            "local, as transformers reads them",
+        ),
+    ),
+    defaults={
+        "vocab_size": 262208,
+        "max_position_embeddings": 131072,
+        "rope_theta": 1_000_000.0,
+        "final_logit_softcapping": None,
+    },
 )

@@ -139,6 +139,20 @@ def named(family: str) -> Computed:
     )
 
 
+def defers_to(elder: str, family: str) -> Require:
+    """A requirement of a family whose networks include the ``elder`` family's (CodeGen's GPT-J's, BioGPT's OPT's):
+    a recipe that names no family and fits the elder exports as the elder, as it did before this family came."""
+
+    def check(recipe: Any) -> str | None:
+        from zoo.hf import FAMILIES  # looked up on export: the elder's module may import this one
+
+        if recipe.hf_family is None and not FAMILIES[elder].misfits(recipe):
+            return f"the recipe names no hf_family and fits {elder}, which exports it; name hf_family: {family}"
+        return None
+
+    return Require("precedence", check)
+
+
 def labels(count: int) -> dict[str, Any]:
     """A classifier's ``id2label`` and ``label2id`` (HF's default names)."""
     return {

@@ -32,8 +32,9 @@ Refused = Option
 SECTIONS = ("block", "embedding", "positional", "attention", "norm", "ffn", "head")
 """The recipe's component sections: a field of one that no row writes must hold its default to export."""
 
-NOT_NETWORK = frozenset({"dropout"})
-"""Component fields that do not change what a trained network computes (a config without them exports)."""
+NOT_NETWORK = frozenset({"dropout", "sinusoidal_init"})
+"""Component fields that do not change what a trained network computes (training dropout, an init choice that
+imported weights replace): a config without them still exports."""
 
 
 def _same(value: Any) -> Any:
@@ -271,9 +272,9 @@ class Table:
         """The ``Family`` of this table: its translation generated, its weight table and names given (``constants``:
         in place of the table's). An import names the family (``hf_family``), so a checkpoint exports back as its
         own family even where another family computes the same network (Helium's without biases is ERNIE 4.5's)."""
-        own = Fixed("hf_family", name, also=(None,))
+        own = Fixed("hf_family", model_type or name, also=(None,))  # what family_of looks up: the model_type
         rows = (*(r for r in self.rows if not (isinstance(r, Fixed) and r.path == "hf_family")), own)
-        table = replace(self, rows=rows, **({} if constants is None else {"constants": dict(constants)}))
+        table = replace(self, rows=rows) if constants is None else replace(self, rows=rows, constants=dict(constants))
         return Family(
             name=name,
             model_type=model_type or name,

@@ -4,6 +4,7 @@ configs (fp32 logits within 1e-4, the same 20-token greedy generation), round tr
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import pytest
@@ -73,6 +74,25 @@ CASES = {
             layer_norm_epsilon=1e-6,
         ),
     ),
+    "falcon-mamba-tiny": (
+        "FalconMambaConfig",
+        "FalconMambaForCausalLM",
+        dict(vocab_size=96, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4),
+    ),
+    "falcon-mamba-untied-rank-eps": (
+        "FalconMambaConfig",
+        "FalconMambaForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=24,
+            state_size=4,
+            num_hidden_layers=3,
+            expand=3,
+            time_step_rank=5,
+            mixer_rms_eps=1e-3,
+            tie_word_embeddings=False,
+        ),
+    ),
     "jamba-attention-moe": (
         "JambaConfig",
         "JambaForCausalLM",
@@ -116,6 +136,53 @@ CASES = {
             mamba_conv_bias=False,
             mamba_proj_bias=True,
             rms_norm_eps=1e-5,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "bamba-gqa-groups-untied": (
+        "BambaConfig",
+        "BambaForCausalLM",
+        dict(
+            vocab_size=96,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            attn_layer_indices=[1, 3],
+            mamba_n_heads=4,
+            mamba_n_groups=2,
+            mamba_d_state=8,
+            mamba_d_conv=3,
+            mamba_chunk_size=5,
+        ),
+    ),
+    "bamba-mqa-first-biased-tied-scaled-rope": (
+        "BambaConfig",
+        "BambaForCausalLM",
+        dict(
+            vocab_size=80,
+            hidden_size=24,
+            intermediate_size=40,
+            num_hidden_layers=3,
+            num_attention_heads=3,
+            num_key_value_heads=1,
+            head_dim=16,  # not BambaConfig's field, but BambaAttention reads it
+            attn_layer_indices=[0, 2, 7],  # attention first; 7 is past the last layer (no layer)
+            attention_bias=True,
+            attention_dropout=0.1,
+            mlp_bias=True,
+            mamba_expand=3,
+            mamba_n_heads=6,
+            mamba_d_head=12,
+            mamba_n_groups=3,
+            mamba_d_state=4,
+            mamba_chunk_size=4,
+            mamba_conv_bias=False,
+            mamba_proj_bias=True,
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0, "partial_rotary_factor": 0.75},
+            pad_token_id=None,
             tie_word_embeddings=True,
         ),
     ),
@@ -208,7 +275,7 @@ def test_an_option_zoo_cannot_reproduce_is_refused(tmp_path):
         hf_recipe(tmp_path)
 
 
-@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "jamba"])
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "jamba", "falcon_mamba", "bamba"])
 def test_every_config_attribute_is_read_checked_or_named(model_type):
     family = families()[model_type]
     attributes = set(transformers.AutoConfig.for_model(model_type).to_dict())
@@ -259,6 +326,26 @@ PUBLISHED = {
 }
 
 
+PUBLISHED["falcon-mamba-7b"] = (
+    # tiiuae/falcon-mamba-7b/config.json (the network's keys)
+    "FalconMambaConfig",
+    dict(
+        vocab_size=65024,
+        hidden_size=4096,
+        state_size=16,
+        num_hidden_layers=64,
+        layer_norm_epsilon=1e-5,
+        expand=2,
+        intermediate_size=8192,
+        conv_kernel=4,
+        use_bias=False,
+        use_conv_bias=True,
+        time_step_rank=256,
+        mixer_rms_eps=1e-6,
+        tie_word_embeddings=False,
+    ),
+)
+
 PUBLISHED["jamba-v0.1"] = (
     # ai21labs/Jamba-v0.1/config.json (the network's keys; they are JambaConfig's defaults)
     "JambaConfig",
@@ -286,6 +373,51 @@ PUBLISHED["jamba-v0.1"] = (
     ),
 )
 
+PUBLISHED["bamba-9b"] = (
+    # ibm-ai-platform/Bamba-9B/config.json (the network's keys; a transformers 4.x config: the base at the top level,
+    # and attn_rotary_emb, which transformers does not read, saying the 64 of 128 head dims it rotates)
+    "BambaConfig",
+    dict(
+        vocab_size=128256,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        attn_layer_indices=[9, 18, 27],
+        attn_rotary_emb=64,
+        mamba_n_heads=128,
+        mamba_d_head=64,
+        mamba_n_groups=1,
+        mamba_d_state=128,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=256,
+        mamba_conv_bias=True,
+        mamba_proj_bias=False,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        max_position_embeddings=262144,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    ),
+)
+
+FAMILY = {
+    "mamba-130m": "mamba",
+    "mamba2-130m": "mamba2",
+    "jamba-v0.1": "jamba",
+    "falcon-mamba-7b": "falcon_mamba",
+    "bamba-9b": "bamba",
+}
+MILLIONS = {
+    "mamba-130m": 129.1,
+    "mamba2-130m": 129.0,
+    "jamba-v0.1": 51570.3,
+    "falcon-mamba-7b": 7272.7,
+    "bamba-9b": 9780.2,
+}
+
 
 @pytest.mark.parametrize("recipe", sorted(PUBLISHED))
 def test_named_recipe_has_the_published_parameter_count(recipe):
@@ -295,10 +427,18 @@ def test_named_recipe_has_the_published_parameter_count(recipe):
     expected = sum(p.numel() for p in hf.parameters())
     model = zoo.build(recipe, device="meta")
     assert zoo.count_parameters(model) == expected == model.recipe.expect.parameters
-    family = "jamba" if recipe.startswith("jamba") else model.recipe.attention.type
-    assert families()[family].misfits(model.recipe) == []
-    millions = {"mamba-130m": 129.1, "mamba2-130m": 129.0, "jamba-v0.1": 51570.3}[recipe]
-    assert math.isclose(expected / 1e6, millions, abs_tol=0.05)
+    assert zoo.hf.family_of(model.recipe).name == FAMILY[recipe]  # it exports as its own family
+    assert math.isclose(expected / 1e6, MILLIONS[recipe], abs_tol=0.05)
+
+
+@pytest.mark.parametrize("recipe", ["bamba-9b"])
+def test_the_published_config_imports_as_the_named_recipe(recipe, tmp_path):
+    config_class, config = PUBLISHED[recipe]
+    model_type = getattr(transformers, config_class).model_type
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, **config}))
+    imported = zoo.load_recipe({**hf_recipe(tmp_path), "name": recipe})
+    named = zoo.load_recipe(recipe)
+    assert imported.model_dump(exclude={"description", "expect"}) == named.model_dump(exclude={"description", "expect"})
 
 
 def test_jamba_tiny_exports_as_jamba_and_transformers_gives_the_same_logits(tmp_path):
@@ -314,6 +454,17 @@ def test_jamba_tiny_exports_as_jamba_and_transformers_gives_the_same_logits(tmp_
         assert (model(x).logits - hf(x).logits).abs().max() <= 1e-4
 
 
+def test_bamba_tiny_exports_as_bamba_and_transformers_gives_the_same_logits(tmp_path):
+    torch.manual_seed(0)
+    model = zoo.build("bamba-tiny").eval()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(to_hf(model, tmp_path)).eval()
+    assert type(hf).__name__ == "BambaForCausalLM" and hf.config.attn_layer_indices == [2]
+    assert hf.config.rope_parameters["partial_rotary_factor"] == 0.5
+    x = torch.randint(1, 256, (2, 37), generator=torch.Generator().manual_seed(5))  # two chunks and a part
+    with torch.no_grad():
+        assert (model(x).logits - hf(x).logits).abs().max() <= 1e-4
+
+
 def test_a_hybrid_jamba_cannot_say_is_refused_by_layer():
     attention = {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "bias": False}
     recipe = zoo.load_recipe("jamba-tiny", layers=[{"select": [1, 2], "attention": attention}])
@@ -324,3 +475,77 @@ def test_a_hybrid_jamba_cannot_say_is_refused_by_layer():
     assert families()["jamba"].misfits(zoo.load_recipe("jamba-tiny", layers=[{"select": 2, "attention": mha}])) == []
     recipe = zoo.load_recipe("jamba-tiny", **{"attention.inner_norms": False})
     assert families()["jamba"].misfits(recipe) == ["layer 0's attention (attention): inner_norms=False (Jamba: True)"]
+
+
+def _bamba_config(tmp_path, **options):
+    config = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "mamba_n_heads": 4, **options}
+    transformers.BambaConfig(**config).save_pretrained(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        (dict(time_step_limit=(0.0, 1.0)), r"time_step_limit=.* is not supported: zoo's mamba2 does not clamp"),
+        (dict(z_loss_coefficient=1e-4), r"z_loss_coefficient=0.0001 is not supported: .* no z-loss term"),
+        (dict(hidden_act="gelu"), r"hidden_act='gelu' is not supported"),
+        (dict(num_key_value_heads=3), r"num_attention_heads=4 must be a multiple of num_key_value_heads=3"),
+        (dict(rope_parameters={"rope_type": "proportional", "rope_theta": 1e4}), r"rope_type='proportional'"),
+        (
+            dict(attn_layer_indices=[1], attn_rotary_emb=8),
+            r"attn_rotary_emb=8, but transformers ignores it and rotates 4",
+        ),
+        (
+            dict(attn_layer_indices=[1], rope_parameters={"rope_theta": 1e4, "partial_rotary_factor": 0.4}),
+            r"rope rotates 3 of 8 head dims; zoo \(and transformers' own cos/sin tables\) need an even number",
+        ),
+    ],
+)
+def test_a_bamba_option_zoo_cannot_reproduce_is_refused_by_name(tmp_path, options, refusal):
+    with pytest.raises(zoo.hf.HFImportError, match=refusal):
+        hf_recipe(_bamba_config(tmp_path, **options))
+
+
+def test_bamba_export_is_refused_by_layer_where_bamba_config_cannot_say_it():
+    bamba = families()["bamba"]
+    recipe = zoo.load_recipe("bamba-9b", num_layers=4, layers=[])
+    assert bamba.misfits(recipe) == []  # no attention layer: Mamba-2 and SwiGLU layers only
+    rope = {"type": "rope", "theta": 10000.0, "rotary_fraction": 0.5}
+    gqa = {"type": "gqa", "num_heads": 32, "num_kv_heads": 8, "bias": False, "rotary": rope}
+    two = [{"select": 1, "attention": gqa}, {"select": 3, "attention": {**gqa, "rotary": {**rope, "theta": 500.0}}}]
+    problems = bamba.misfits(zoo.load_recipe("bamba-9b", num_layers=4, layers=two))
+    assert len(problems) == 1 and problems[0].startswith("layer 3's attention (layers.1.attention): rotary=")
+    # the same network said another way fits: multi-head attention is GQA with as many KV heads as heads
+    mha = {"type": "mha", "num_heads": 8, "bias": False, "rotary": rope}
+    assert bamba.misfits(zoo.load_recipe("bamba-9b", num_layers=4, layers=[{"select": 2, "attention": mha}])) == []
+    # the initial step sizes are no part of the network; the mixer's norm epsilon is
+    assert bamba.misfits(zoo.load_recipe("bamba-9b", **{"attention.dt_min": 0.01})) == []
+    assert bamba.misfits(zoo.load_recipe("bamba-9b", **{"attention.norm_eps": 1e-6})) == [
+        "layer 0's attention (attention): norm_eps=1e-06 (Bamba: 1e-05)"
+    ]
+
+
+@torch.no_grad()
+def test_a_bamba_without_attention_layers_imports_and_exports(tmp_path):
+    """Mamba-2 and SwiGLU layers only. transformers computes it without a cache only: its hybrid cache needs an
+    attention layer to count tokens (so its generate fails on such a model)."""
+    config = transformers.BambaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2, mamba_n_heads=2, mamba_d_state=4
+    )
+    torch.manual_seed(0)
+    hf = transformers.BambaForCausalLM(config).eval()
+    hf.save_pretrained(tmp_path / "hf")
+    model = from_hf(tmp_path / "hf").eval()
+    assert not model.recipe.layers
+    x = torch.randint(1, 64, (2, 11), generator=torch.Generator().manual_seed(6))
+    assert (model(x).logits - hf(x, use_cache=False).logits).abs().max() <= 1e-4
+    again = type(hf).from_pretrained(to_hf(model, tmp_path / "out")).eval()
+    assert again.config.attn_layer_indices == [] and again.config.num_attention_heads == 1
+    torch.testing.assert_close(again(x, use_cache=False).logits, hf(x, use_cache=False).logits, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("model_type", "config_class"), [("falcon_h1", "FalconH1Config"), ("zamba2", "Zamba2Config")])
+def test_hybrids_zoo_cannot_express_yet_are_refused_by_name(model_type, config_class, tmp_path):
+    getattr(transformers, config_class)().save_pretrained(tmp_path)
+    with pytest.raises(zoo.hf.HFImportError, match=rf"model_type '{model_type}' is not supported"):
+        hf_recipe(tmp_path)

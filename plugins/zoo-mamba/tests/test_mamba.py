@@ -74,7 +74,7 @@ def test_mixer_parallel_equals_recurrent_decoding_over_512_tokens(layer):
 
 
 class TestDecoding:
-    @pytest.mark.parametrize("recipe", ["mamba-tiny", "mamba2-tiny", "jamba-tiny"])
+    @pytest.mark.parametrize("recipe", ["mamba-tiny", "mamba2-tiny", "jamba-tiny", "bamba-tiny"])
     @torch.no_grad()
     def test_cached_greedy_generation_equals_uncached(self, recipe):
         from zoo.generate import generate
@@ -124,7 +124,7 @@ class TestDecoding:
 class TestRecipes(RecipeContract):
     """zoo\'s recipe contract (a few optimizer steps train every recipe named here), and the recipes\' own checks."""
 
-    recipes = ("mamba-tiny", "mamba2-tiny", "jamba-tiny")
+    recipes = ("mamba-tiny", "mamba2-tiny", "jamba-tiny", "bamba-tiny")
     min_loss_drop = 0.3
 
     def test_a_mamba_block_is_its_mixer_alone(self):
@@ -155,5 +155,6 @@ def test_zoo_plugins_lists_what_the_package_registered():
     info = next(p for p in plugins() if p.name == "zoo-mamba")
     assert info.ok and info.api == 1
     assert {"mamba", "mamba2"} <= set(info.registered["attention"]) and "none" in info.registered["ffn"]
-    assert {"mamba", "mamba2", "jamba"} <= set(info.hf_families)
-    assert {"mamba-130m", "mamba2-130m", "mamba-tiny", "mamba2-tiny", "jamba-tiny", "jamba-v0.1"} <= set(info.recipes)
+    assert {"mamba", "mamba2", "jamba", "falcon_mamba", "bamba"} <= set(info.hf_families)
+    named = {"mamba-130m", "mamba2-130m", "mamba-tiny", "mamba2-tiny", "jamba-tiny", "jamba-v0.1", "bamba-9b"}
+    assert named | {"bamba-tiny"} <= set(info.recipes)

@@ -289,7 +289,8 @@ class AttentionConfig(ComponentConfig):
         None,
         description="This layer's own rotary encoding instead of the stack's rope (Gemma 3's local layers: "
         "{type: rope, theta: 10000.0}; {type: none}: no rotation, a NoPE layer as in SmolLM3 and Llama 4); "
-        "default the stack's.",
+        "in a stack without positions (positional: none) the rotation of this layer alone (Bamba's attention "
+        "layers among Mamba-2 mixers); default the stack's.",
     )
     position_bias: Annotated[Nested | None, Spec("positional")] = Field(
         None,
@@ -356,8 +357,9 @@ class AttentionConfig(ComponentConfig):
         return [f"position_bias: {m}" for m in config.check(ctx)]
 
     def _rotary_problems(self, ctx: BuildContext) -> list[str]:
-        """Why ``rotary`` cannot replace the stack's rotation here: not a rotary encoding, a stack that does not
-        rotate (its positional is not rope), or the encoding's own check at this attention's heads."""
+        """Why ``rotary`` cannot replace the stack's rotation here: not a rotary encoding, a stack whose positions
+        reach the model another way (its positional is neither rope nor none: a layer of a stack without positions
+        may rotate on its own), or the encoding's own check at this attention's heads."""
         config = self.rotary
         if not isinstance(config, ComponentConfig):
             return []  # an invalid spec: validating the recipe has said why
@@ -367,10 +369,10 @@ class AttentionConfig(ComponentConfig):
                 f"rotary: positional '{config.type}' does not rotate queries and keys; give a rotary encoding "
                 "such as {type: rope, theta: 10000.0}, or {type: none} for none"
             )
-        if ctx.positional is not None and ctx.positional != "rope":
+        if ctx.positional not in (None, "rope", "none"):
             problems.append(
                 f"rotary replaces the stack's rope in this layer, but the stack's positional is "
-                f"'{ctx.positional}'; set positional: {{type: rope}} or remove rotary"
+                f"'{ctx.positional}'; set positional: {{type: rope}} (or none) or remove rotary"
             )
         if not problems:
             problems += [f"rotary: {m}" for m in config.check(ctx)]

@@ -2,8 +2,9 @@
 
 Installing this package registers the attention types ``mamba`` and ``mamba2`` (token mixers sit where
 attention sits in a block), the FFN type ``none`` (Mamba blocks have no FFN), the Hugging Face families
-``mamba`` (MambaForCausalLM) and ``mamba2`` (Mamba2ForCausalLM), and the recipes ``mamba-130m``,
-``mamba2-130m``, ``mamba-tiny``, ``mamba2-tiny`` and ``jamba-tiny``::
+``mamba`` (MambaForCausalLM), ``mamba2`` (Mamba2ForCausalLM), ``jamba``, ``falcon_mamba`` and ``bamba``, and the
+recipes ``mamba-130m``, ``mamba2-130m``, ``jamba-v0.1``, ``falcon-mamba-7b``, ``bamba-9b``, ``mamba-tiny``,
+``mamba2-tiny``, ``jamba-tiny`` and ``bamba-tiny``::
 
     attention: {type: mamba, state_size: 16, expand: 2}
     positional: {type: none}
@@ -54,7 +55,9 @@ def register_recipes():
 
 @zoo.hookimpl
 def register_hf_families():
+    from .bamba import BAMBA
+    from .falcon_mamba import FALCON_MAMBA
     from .hf import MAMBA, MAMBA2
     from .jamba import JAMBA
 
-    return [MAMBA, MAMBA2, JAMBA]
+    return [MAMBA, MAMBA2, JAMBA, FALCON_MAMBA, BAMBA]

@@ -198,7 +198,12 @@ MAMBA = Family(
     ),
     rules=_rules(MAMBA_MIXER, ("A_log", "D")),
     ignored=IGNORED,
-    requirements={**COMMON_REQUIREMENTS, "attention.type": "mamba", "attention.intermediate_size": _inner_is_read},
+    requirements={
+        **COMMON_REQUIREMENTS,
+        "attention.type": "mamba",
+        "attention.intermediate_size": _inner_is_read,
+        "attention.inner_norms": False,  # FalconMamba's (zoo_mamba/falcon_mamba.py)
+    },
     recipe=mamba_recipe,
     config=mamba_config,
     hf_class=lambda recipe: "MambaForCausalLM",

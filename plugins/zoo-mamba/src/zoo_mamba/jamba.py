@@ -18,6 +18,7 @@ from zoo.errors import HFImportError
 from zoo.hf.mapping import Family, Option, Rule, dtype_name
 
 from .hf import COMMON_UNREAD
+from .hybrid import differences, resolved
 
 __all__ = ["JAMBA"]
 
@@ -168,7 +169,7 @@ def jamba_config(recipe: Any, weights: Any) -> dict[str, Any]:
     inner, state, rank, kernel = mamba.sizes(recipe.d_model)
     attention = next((p["attention"][0] for p in plan if p["attention"][0].type != "mamba"), None)
     moe = next((p["ffn"][0] for p in plan if p["ffn"][0].type == "moe"), None)
-    said = _resolved(attention, recipe.d_model) if attention is not None else {"num_heads": 1, "num_kv_heads": 1}
+    said = resolved(attention, recipe.d_model) if attention is not None else {"num_heads": 1, "num_kv_heads": 1}
     return {
         "vocab_size": recipe.vocab_size,
         "tie_word_embeddings": recipe.head.tie_embeddings,
@@ -202,19 +203,6 @@ def jamba_config(recipe: Any, weights: Any) -> dict[str, Any]:
     }
 
 
-def _resolved(config: Any, d_model: int) -> dict[str, Any]:
-    """A component's options as Jamba's config says them: a Mamba mixer's widths resolved (``time_step_rank:
-    null`` is ceil(E / 16)), multi-head and multi-query attention as GQA."""
-    data = config.model_dump()
-    if data.get("type") in ("mha", "mqa"):  # the same networks as GQA with H or 1 KV heads
-        kv = data["num_heads"] if data["type"] == "mha" else 1
-        data.update(type="gqa", num_kv_heads=kv)
-    if data.get("type") == "mamba":
-        inner, _, rank, _ = config.sizes(d_model)
-        data.update(intermediate_size=inner, expand=None, time_step_rank=rank)
-    return data
-
-
 def _fits(recipe: Any) -> str | None:
     """A requirement: the recipe is exactly what ``jamba_recipe`` makes of its own Jamba config, layer by layer
     (names the first component that differs and how)."""
@@ -231,21 +219,7 @@ def _fits(recipe: Any) -> str | None:
         expected = load_recipe({"name": recipe.name, **jamba_recipe(config, "JambaForCausalLM", None)})
     except (ValueError, HFImportError) as exc:
         return str(exc)
-    for top in ("vocab_size", "d_model", "num_layers", "type_vocab_size", "embed_norm", "final_norm"):
-        if getattr(recipe, top) != getattr(expected, top):
-            return f"{top} is {getattr(recipe, top)!r}, Jamba's is {getattr(expected, top)!r}"
-    for part in ("embedding", "positional", "norm", "head", "block"):
-        if getattr(recipe, part) != getattr(expected, part):
-            return f"{part} is {getattr(recipe, part).model_dump()}, Jamba's is {getattr(expected, part).model_dump()}"
-    for i, (ours, theirs) in enumerate(zip(recipe.layer_plan("decoder"), expected.layer_plan("decoder"), strict=True)):
-        for kind in ("attention", "norm", "ffn"):
-            a, b = _resolved(ours[kind][0], recipe.d_model), _resolved(theirs[kind][0], recipe.d_model)
-            if a != b:
-                diff = ", ".join(
-                    f"{k}={a.get(k)!r} (Jamba: {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
-                )
-                return f"layer {i}'s {kind} ({ours[kind][1]}): {diff}"
-    return None
+    return differences(recipe, expected, "Jamba")
 
 
 JAMBA = Family(

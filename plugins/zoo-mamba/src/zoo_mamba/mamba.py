@@ -108,8 +108,9 @@ class Mamba(nn.Module):
         time_step_rank: R, the rank of the step-size projection; None means ceil(E / 16).
         bias: biases in in_proj and out_proj. conv_bias: a bias in the convolution.
         dt_min, dt_max, dt_floor: the range of the initial step sizes (Mamba's dt init).
-        inner_norms: RMSNorm (with a weight) on dt, B and C after ``x_proj`` (Jamba's ``dt_layernorm``,
-            ``b_layernorm``, ``c_layernorm``); ``norm_eps`` is their epsilon.
+        inner_norms: RMSNorm on dt, B and C after ``x_proj`` (Jamba's ``dt_layernorm``, ``b_layernorm``,
+            ``c_layernorm``); ``norm_eps`` is their epsilon, ``inner_norm_weights`` whether they learn a scale
+            (Jamba's do, FalconMamba's do not).
         init_std, num_layers: the recipe's init (projections; out_proj scaled by 1/sqrt(2 * num_layers)).
         causal, cross: what the stack asks for; Mamba is a causal self-mixer only.
     """
@@ -130,6 +131,7 @@ class Mamba(nn.Module):
         dt_floor: float = 1e-4,
         inner_norms: bool = False,
         norm_eps: float = 1e-6,
+        inner_norm_weights: bool = True,
         init_std: float = 0.02,
         num_layers: int = 1,
         causal: bool = True,
@@ -154,9 +156,10 @@ class Mamba(nn.Module):
         self.A_log = nn.Parameter(torch.empty(I, S, **factory))
         self.D = nn.Parameter(torch.empty(I, **factory))
         self.out_proj = residual_output(nn.Linear(I, d_model, bias=bias, **factory))
-        norms = (RMSNorm(R, eps=norm_eps, **factory), RMSNorm(S, eps=norm_eps, **factory))
+        affine = inner_norm_weights
+        norms = (RMSNorm(R, eps=norm_eps, affine=affine, **factory), RMSNorm(S, eps=norm_eps, affine=affine, **factory))
         self.dt_layernorm, self.b_layernorm = norms if inner_norms else (None, None)
-        self.c_layernorm = RMSNorm(S, eps=norm_eps, **factory) if inner_norms else None
+        self.c_layernorm = RMSNorm(S, eps=norm_eps, affine=affine, **factory) if inner_norms else None
         if self.A_log.device.type != "meta":
             self.reset_parameters()
 
@@ -178,7 +181,7 @@ class Mamba(nn.Module):
         self.A_log.copy_(torch.log(A).expand_as(self.A_log))
         nn.init.ones_(self.D)
         for norm in (self.dt_layernorm, self.b_layernorm, self.c_layernorm):
-            if norm is not None:
+            if norm is not None and norm.weight is not None:
                 nn.init.ones_(norm.weight)
 
     def new_cache(self, batch_size: int, max_len: int) -> SSMState:
@@ -243,11 +246,15 @@ class MambaConfig(ComponentConfig):
     dt_floor: float = Field(1e-4, gt=0, description="Initial step sizes are at least this.")
     inner_norms: bool = Field(False, description="RMSNorm on dt, B and C after x_proj (Jamba's Mamba layers).")
     norm_eps: float = Field(1e-6, gt=0, le=1.0, description="Epsilon of the inner norms.")
+    inner_norm_weights: bool = Field(
+        True, description="The inner norms learn a scale (Jamba's); false: weightless (FalconMamba's)."
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"state_size": 4},
         {"state_size": 2, "expand": 1, "conv_kernel": 2, "time_step_rank": 3, "bias": True, "conv_bias": False},
         {"state_size": 4, "inner_norms": True, "norm_eps": 1e-5},
+        {"state_size": 4, "inner_norms": True, "inner_norm_weights": False},
     )
 
     def sizes(self, d_model: int) -> tuple[int, int, int, int]:
@@ -257,9 +264,12 @@ class MambaConfig(ComponentConfig):
         return inner, self.state_size, rank, self.conv_kernel
 
     def check(self, ctx: BuildContext) -> list[str]:
+        problems = []
         if self.dt_min > self.dt_max:
-            return [f"dt_min ({self.dt_min}) must not exceed dt_max ({self.dt_max})"]
-        return []
+            problems.append(f"dt_min ({self.dt_min}) must not exceed dt_max ({self.dt_max})")
+        if not self.inner_norm_weights and not self.inner_norms:
+            problems.append("inner_norm_weights: false describes the inner norms; set inner_norms: true, or remove it")
+        return problems
 
     def cost(self, ctx: BuildContext) -> Cost:
         """in_proj E·2I, conv I·K, x_proj I·(R+2S), dt_proj R·I + I, A I·S, D I, out_proj I·E; a state of
@@ -268,7 +278,7 @@ class MambaConfig(ComponentConfig):
         I, S, R, K = self.sizes(E)
         matmul = E * 2 * I + I * (R + 2 * S) + R * I + I * E
         biases = (2 * I + E if self.bias else 0) + (I if self.conv_bias else 0) + I  # dt_proj's bias
-        norms = R + 2 * S if self.inner_norms else 0
+        norms = R + 2 * S if self.inner_norms and self.inner_norm_weights else 0
         return Cost(
             params=matmul + I * K + biases + I * S + I + norms,
             matmul=matmul + I * K,

@@ -1,0 +1,89 @@
+"""CodeGen (``CodeGenForCausalLM``): GPT-2's config keys around GPT-J's network: attention and MLP read one shared
+LayerNorm of the block's input in parallel, RoPE over the first ``rotary_dim`` dims of each head in adjacent pairs
+(base 10000, fixed in its code), unbiased q/k/v/out projections and a biased, untied LM head.
+
+The fused ``qkv_proj`` (3E rows) is laid out for the 4 devices CodeGen was trained on (``mp_num = 4``): four
+blocks of ``[q | v | k]`` (value before key), E/4 rows of each, the heads in order across the blocks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from zoo.components.positional import rotary_dims
+from zoo.errors import HFImportError
+
+from .gpt2 import GPT2, SUMMARY
+from .gpt_bigcode import BLOCK, LAYER
+from .mapping import Rule, Transform
+from .rope import rotary_fraction
+from .rows_classic import biases, defers_to
+from .table import Computed, Fixed, Refused, Require, Unread
+
+MP = 4  # CodeGen's mp_num, a constant of its code
+MP_QKV = Transform(
+    "split 4 blocks of q|v|k",
+    lambda t: [t[0].unflatten(0, (MP, 3, -1))[:, i].flatten(0, 1) for i in (0, 2, 1)],
+    lambda t: [torch.stack([t[i].unflatten(0, (MP, -1)) for i in (0, 2, 1)], dim=1).flatten(0, 2)],
+)
+RULES = (
+    Rule("transformer.wte.weight", "embedding.token.weight"),
+    Rule(f"{LAYER}.attn.qkv_proj.weight", tuple(f"{BLOCK}.attention.{p}_proj.weight" for p in "qkv"), MP_QKV),
+    Rule(f"{LAYER}.attn.out_proj.weight", f"{BLOCK}.attention.o_proj.weight"),
+    *(
+        Rule(f"{LAYER}.{hf}.{kind}", f"{BLOCK}.{zoo}.{kind}")
+        for hf, zoo in (("ln_1", "attention_norm"), ("mlp.fc_in", "ffn.up_proj"), ("mlp.fc_out", "ffn.down_proj"))
+        for kind in ("weight", "bias")
+    ),
+    *(Rule(f"transformer.ln_f.{kind}", f"final_norm.{kind}") for kind in ("weight", "bias")),
+    *(Rule(f"lm_head.{kind}", f"head.proj.{kind}") for kind in ("weight", "bias")),
+)
+
+
+def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    head_dim = config["n_embd"] // config["n_head"]
+    rotated = config["rotary_dim"]
+    if rotated is None and config["n_head"] != 1:  # CodeGen then builds its cos/sin table n_embd wide
+        raise HFImportError(f"rotary_dim=None is not supported: with n_head={config['n_head']} no head is n_embd wide")
+    fraction = rotary_fraction(rotated or head_dim, head_dim)
+    return {"positional": {"type": "rope", "theta": 10000.0, "interleaved": True, "rotary_fraction": fraction}}
+
+
+def write_rope(recipe: Any, weights: Any) -> dict[str, Any]:
+    return {"rotary_dim": rotary_dims(recipe.attention.head_dim_for(recipe.d_model), recipe.positional.rotary_fraction)}
+
+
+CODEGEN = GPT2.derive(
+    "codegen",
+    classes=("CodeGenForCausalLM",),
+    rules=RULES,
+    ignored=(f"{LAYER}.attn.causal_mask", f"{LAYER}.attn.masked_bias"),  # mask buffers of the checkpoints
+    recipes=("codegen-350m-mono", "codegen-2b-mono"),
+    drop=("positional.type", "tie_word_embeddings", "add_cross_attention", "scale_attn_weights")
+    + ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", *SUMMARY),
+    rows=(
+        Fixed("block.parallel", True),
+        Fixed("block.shared_norm", True),
+        Require("d_model", lambda r: None if r.d_model % MP == 0 else f"d_model is {r.d_model}, needs a multiple of 4"),
+        defers_to("gptj", "codegen"),
+        Computed(
+            "rope",
+            keys={"rotary_dim": 64},
+            paths=("positional.type", "positional.theta", "positional.interleaved", "positional.rotary_fraction"),
+            read=read_rope,
+            write=write_rope,
+            requires={"positional.type": "rope", "positional.theta": 10000.0, "positional.interleaved": True},
+        ),
+        biases(False),
+        Fixed("head.tie_embeddings", False),
+        Fixed("head.bias", True),
+        Refused(
+            "tie_word_embeddings", lambda v: not v, "CodeGen's LM head has a bias, zoo's tied head none", export=False
+        ),
+        Unread("n_ctx", "unused by CodeGen (kept for older checkpoints); n_positions sizes the model"),
+    ),
+    defaults={"vocab_size": 50400, "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16}
+    | {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+)

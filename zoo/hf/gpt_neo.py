@@ -1,0 +1,88 @@
+"""GPT-Neo (``GPTNeoForCausalLM``): GPT-2's stack with ``nn.Linear`` layers, unbiased q/k/v projections (a biased
+``out_proj``), scores not scaled by 1/sqrt(head_dim) (zoo's ``attention.scale: 1.0``), and layers that attend
+globally or locally as ``attention_types`` repeats them: a local layer's query sees the ``window_size`` most recent
+keys, itself included (transformers' mask ``tril(1) ^ tril(1, -window_size)``), which is zoo's ``window``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.errors import HFImportError
+
+from .gpt2 import GPT2, SUMMARY
+from .gpt_bigcode import BLOCK, LAYER, linear_rules
+from .mapping import Rule
+from .qwen2 import layer_windows, only_windows_differ
+from .rows import biases, per_layer_attention
+from .rows_classic import width
+from .table import Computed, Fixed, Key, Unread
+
+ATTENTION = f"{LAYER}.attn.attention"
+DEFAULT_TYPES = [[["global", "local"], 12]]
+
+
+def read_windows(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """The local layers' window, as ``GPTNeoConfig`` expands ``attention_types`` into one type per layer."""
+    pattern = config["attention_types"] or DEFAULT_TYPES  # GPTNeoConfig's, when a config.json gives null
+    types = [kind for kinds, repeat in pattern for _ in range(repeat) for kind in kinds]
+    if len(types) != config["num_layers"] or set(types) - {"global", "local"}:
+        raise HFImportError(
+            f"attention_types={pattern!r} is not supported: zoo builds num_layers ({config['num_layers']}) layers, "
+            "each global or local, as transformers does"
+        )
+    return per_layer_attention(recipe, [{"window": config["window_size"]} if t == "local" else {} for t in types])
+
+
+def write_windows(recipe: Any, weights: Any) -> dict[str, Any]:
+    """``attention_types`` as the shortest pattern that repeats over the layers, and the local layers' window."""
+    types = ["global" if window is None else "local" for window in layer_windows(recipe)]
+    n = len(types)
+    period = next(p for p in range(1, n + 1) if n % p == 0 and types == types[:p] * (n // p))
+    window = next((w for w in layer_windows(recipe) if w is not None), 256)
+    return {"attention_types": [[types[:period], n // period]], "window_size": window}
+
+
+GPT_NEO = GPT2.derive(
+    "gpt_neo",
+    classes=("GPTNeoForCausalLM",),
+    rules=linear_rules(
+        *(Rule(f"{ATTENTION}.{p}_proj.weight", f"{BLOCK}.attention.{p}_proj.weight") for p in "qkv"),
+        *(Rule(f"{ATTENTION}.out_proj.{k}", f"{BLOCK}.attention.o_proj.{k}") for k in ("weight", "bias")),
+    ),
+    ignored=(f"{ATTENTION}.bias", f"{ATTENTION}.masked_bias", "lm_head.weight"),  # mask buffers; the tied copy
+    recipes=("gpt-neo-1.3b", "gpt-neo-125m"),
+    drop=("n_positions", "n_embd", "n_layer", "n_head", "attn_pdrop", "resid_pdrop", "embd_pdrop", "layers")
+    + ("add_cross_attention", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn")
+    + SUMMARY,
+    rows=(
+        Key("max_position_embeddings", "max_len", 2048),
+        Key("hidden_size", "d_model", 2048),
+        Key("num_layers", "num_layers", 24),
+        Key("num_heads", "attention.num_heads", 16),
+        Key("attention_dropout", "attention.dropout", 0.0),
+        Fixed("attention.scale", 1.0),
+        biases(False, True),
+        width(
+            "intermediate_size", None, read=lambda c, r: {"ffn.hidden": c["intermediate_size"] or 4 * c["hidden_size"]}
+        ),
+        Computed(  # zoo's one dropout: after each sub-layer and (written, not read) on the embeddings
+            "dropout",
+            {"resid_dropout": 0.0, "embed_dropout": 0.0},
+            ("dropout",),
+            lambda c, r: {"dropout": c["resid_dropout"]},
+            lambda r, w: {"resid_dropout": r.dropout, "embed_dropout": r.dropout},
+        ),
+        Computed(
+            "windows",
+            keys={"attention_types": DEFAULT_TYPES, "window_size": 256},
+            paths=("attention.window", "layers"),
+            read=read_windows,
+            write=write_windows,
+            requires={"layers": only_windows_differ},
+            last=True,  # its layer overrides copy the attention as the other rows made it
+        ),
+        Unread("attention_layers", "GPTNeoConfig recomputes it from attention_types"),
+        Unread("classifier_dropout", "the dropout of GPT-Neo's classifier heads, classes zoo does not import"),
+    ),
+)

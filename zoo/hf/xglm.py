@@ -1,0 +1,56 @@
+"""XGLM (``XGLMForCausalLM``): M2M-100's decoder stack alone: fairseq's sinusoidal positions read two rows on
+(position ``p`` reads row ``p + 2``: ``positional: {type: sinusoidal, layout: fairseq, offset: 2}``), embeddings
+scaled by sqrt(d_model), pre-norm LayerNorm blocks of biased attention and a GELU MLP, a final LayerNorm, and a
+head tied unless ``tie_word_embeddings`` is false.
+
+Transformers 5 numbers XGLM's positions 0, 1, 2, ... (not past the padding, as fairseq did); its table's row
+``pad_token_id`` is zero, which no position reads for the pad ids 0 and 1 (the published one is 1).
+"""
+
+from __future__ import annotations
+
+from .bart import FAIRSEQ_LAYER
+from .m2m_100 import M2M100
+from .mapping import Rule
+from .rows_classic import width
+from .table import Fixed, Key, Refused, Unread
+
+RULES = (
+    Rule("model.embed_tokens.weight", "embedding.token.weight"),
+    *(
+        Rule(f"model.layers.{{i}}.{hf}.{k}", f"blocks.{{i}}.{zoo}.{k}")
+        for hf, zoo in FAIRSEQ_LAYER
+        for k in ("weight", "bias")
+    ),
+    *(Rule(f"model.layer_norm.{k}", f"final_norm.{k}") for k in ("weight", "bias")),
+    Rule("lm_head.weight", "head.proj.weight"),  # only when untied
+)
+
+XGLM = M2M100.derive(
+    "xglm",
+    classes=("XGLMForCausalLM",),
+    rules=RULES,
+    ignored=("model.embed_positions.weights", "lm_head.weight"),  # the sinusoid table older files hold; the tied copy
+    recipes=("xglm-564m",),
+    constants={"bos_token_id": None, "eos_token_id": None},
+    drop=("encoder_layers", "decoder layers", "decoder start", "stacks", "positions", "head.tie_embeddings")
+    + ("tie_word_embeddings", "encoder_layerdrop", "decoder_layerdrop"),
+    rows=(
+        Fixed("architecture", "decoder"),
+        Key("num_layers", "num_layers", 24),
+        Key("attention_heads", "attention.num_heads", 16),
+        width("ffn_dim", 4096),
+        Fixed("positional.offset", 2),
+        Key("tie_word_embeddings", "head.tie_embeddings", True),
+        Refused(
+            "pad_token_id",
+            lambda v: v is None or v < 2,
+            "XGLM zeroes row pad_token_id of its position table, which position pad_token_id - 2 then reads; zoo's "
+            "sinusoid table has no zero row (pad ids 0 and 1 are rows no position reads)",
+        ),
+        Refused("add_cross_attention", lambda v: not v, "zoo's decoder has no cross-attention"),
+        Unread("layerdrop", "LayerDrop skips whole layers at random in training only; inference runs every layer"),
+        Unread("decoder_start_token_id", "a generation setting of encoder-decoders; XGLMForCausalLM does not read it"),
+    ),
+    defaults={"vocab_size": 256008, "max_position_embeddings": 2048, "activation_function": "gelu"},
+)
