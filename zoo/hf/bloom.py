@@ -16,7 +16,7 @@ from typing import Any
 
 from .mapping import Rule, default_head_dim
 from .rows_classic import BIASED, PRE_NORM
-from .rows_neox import TOKENS, dropout, fused_qkv, layernorm, linear_rules
+from .rows_neox import TOKENS, dropout, fused_qkv, layernorm, linear_rules, lm_head
 from .table import Computed, Fixed, Key, Refused, Require, Unread, family, get
 
 LAYER = "transformer.h.{i}."
@@ -68,13 +68,6 @@ BLOOM = family(
         Key("vocab_size", "vocab_size", 250880),
         aliased("hidden_size", 64, "n_embed", "d_model"),
         aliased("n_layer", 2, "num_hidden_layers", "num_layers"),
-        Computed(
-            "max_len",  # no config key: the length BLOOM was trained at
-            keys={},
-            paths=("max_len",),
-            read=lambda config, recipe: {"max_len": 2048},
-            write=lambda recipe, weights: {},
-        ),
         TOKENS,  # no padding row
         Fixed("positional.type", "alibi"),
         Fixed("attention.type", "mha"),
@@ -86,15 +79,14 @@ BLOOM = family(
         Fixed("ffn.type", "mlp"),
         Fixed("ffn.activation", "gelu_tanh"),
         Computed(
-            "width",
+            "unstated",  # what BLOOM's config has no key for: the length it was trained at, its 4x MLP
             keys={},
-            paths=("ffn.hidden",),
-            read=lambda config, recipe: {"ffn.hidden": 4 * recipe["d_model"]},
+            paths=("max_len", "ffn.hidden"),
+            read=lambda config, recipe: {"max_len": 2048, "ffn.hidden": 4 * recipe["d_model"]},
             write=lambda recipe, weights: {},
             requires={"ffn.hidden": four_times_wider},
         ),
-        Fixed("head.type", "lm"),
-        Key("tie_word_embeddings", "head.tie_embeddings", True, read=bool),
+        *lm_head(tied=True),
         dropout("hidden_dropout"),
         Refused(
             "apply_residual_connection_post_layernorm",
@@ -102,10 +94,7 @@ BLOOM = family(
             "zoo's residual stream carries the block's input, not its normalised input",
             export=False,
         ),
-        Unread(
-            "pretraining_tp",
-            "with slow_but_exact, the dense layers run as pretraining_tp summed slices: the same matmuls",
-        ),
+        Unread("pretraining_tp", "dense layers run as pretraining_tp summed slices (slow_but_exact): the same matmuls"),
         Unread("slow_but_exact", "the order of the sliced matmuls' sums (with pretraining_tp > 1): the same function"),
     ),
 )

@@ -19,9 +19,9 @@ from zoo.errors import HFImportError
 
 from .mapping import Rule, default_head_dim
 from .rope import ROPE_OPTIONS
-from .rows_classic import mlp, width
-from .rows_neox import DECODER, TOKENS, dropout, fused_qkv, layernorm, linear_rules, one_bias, rope
-from .table import Computed, Fixed, Key, Refused, Require, Unread, family
+from .rows_classic import mlp
+from .rows_neox import decoder, dropout, fused_qkv, layernorm, linear_rules, lm_head, one_bias, rope, wider
+from .table import Computed, Refused, Require, Unread, family
 
 LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
 
@@ -121,12 +121,7 @@ FALCON = family(
     recipes=("falcon-7b",),
     constants={"bos_token_id": None, "eos_token_id": None, "attention_dropout": 0.0},
     rows=(
-        *DECODER,
-        Key("vocab_size", "vocab_size", 65024),
-        Key("hidden_size", "d_model", 4544),
-        Key("num_hidden_layers", "num_layers", 32),
-        Key("max_position_embeddings", "max_len", 2048),
-        TOKENS,
+        *decoder(65024, 4544, 32, 2048),
         Computed(
             "layout",
             keys={
@@ -160,13 +155,8 @@ FALCON = family(
         ),
         *layernorm("layer_norm_epsilon"),
         *mlp("activation", "gelu", "Falcon"),
-        width(
-            "ffn_hidden_size",
-            None,
-            read=lambda config, recipe: {"ffn.hidden": config["ffn_hidden_size"] or 4 * config["hidden_size"]},
-        ),
-        Fixed("head.type", "lm"),
-        Key("tie_word_embeddings", "head.tie_embeddings", True, read=bool),
+        wider("ffn_hidden_size", "hidden_size"),
+        *lm_head(tied=True),
         dropout("hidden_dropout"),
         Unread(
             "attention_dropout",

@@ -12,8 +12,8 @@ from __future__ import annotations
 from .mapping import Rule
 from .rope import ROPE_OPTIONS
 from .rows_classic import mlp, width
-from .rows_neox import DECODER, TOKENS, bias_flag, dropout, fused_qkv, layernorm, linear_rules, mha, rope
-from .table import Fixed, Key, Unread, family
+from .rows_neox import bias_flag, decoder, dropout, fused_qkv, layernorm, linear_rules, lm_head, mha, rope
+from .table import Key, Unread, family
 
 LAYER = "gpt_neox.layers.{i}."
 
@@ -43,12 +43,7 @@ GPT_NEOX = family(
     head_prefixes=("embed_out.",),
     recipes=("pythia-160m",),
     rows=(
-        *DECODER,
-        Key("vocab_size", "vocab_size", 50432),
-        Key("hidden_size", "d_model", 6144),
-        Key("num_hidden_layers", "num_layers", 44),
-        Key("max_position_embeddings", "max_len", 2048),
-        TOKENS,
+        *decoder(50432, 6144, 44, 2048),
         Key("use_parallel_residual", "block.parallel", True, read=bool),  # two norms in parallel, not shared
         mha("num_attention_heads", 64),
         Key("attention_dropout", "attention.dropout", 0.0),
@@ -58,8 +53,7 @@ GPT_NEOX = family(
         *layernorm("layer_norm_eps"),
         *mlp("hidden_act", "gelu", "GPT-NeoX"),
         width("intermediate_size", 24576),
-        Fixed("head.type", "lm"),
-        Key("tie_word_embeddings", "head.tie_embeddings", False, read=bool),
+        *lm_head(tied=False),
         dropout("hidden_dropout"),
         Unread(
             "classifier_dropout", "the dropout of GPTNeoXForTokenClassification's head, a class zoo does not import"

@@ -13,8 +13,8 @@ from zoo.errors import HFImportError
 
 from .mapping import Rule
 from .rope import rotary_fraction
-from .rows_classic import biases, mlp, width
-from .rows_neox import DECODER, PARALLEL_SHARED, TOKENS, biased_head, dropout, layernorm, linear_rules, mha
+from .rows_classic import biases, mlp
+from .rows_neox import DECODER, PARALLEL_SHARED, TOKENS, biased_head, dropout, layernorm, linear_rules, mha, wider
 from .table import Computed, Fixed, Key, family
 
 LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
@@ -27,28 +27,23 @@ RULES = (
     *linear_rules("", "", "transformer.ln_f final_norm", "lm_head head.proj"),
 )
 
-IGNORED = (
-    f"{LAYER}.attn.bias",  # causal-mask buffers of older checkpoints
-    f"{LAYER}.attn.masked_bias",
-)
+IGNORED = (f"{LAYER}.attn.bias", f"{LAYER}.attn.masked_bias")  # causal-mask buffers of older checkpoints
 
 
 def read_rotary_dim(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    """The rotated share of each head: ``rotary_dim`` dims (None: the whole of a single head).
+    """The rotated share of each head: ``rotary_dim`` dims (None: the whole of a single head; with several heads,
+    GPT-J's cos/sin table fits none: refused)."""
+    heads, head_dim, rotated = config["n_head"], config["n_embd"] // config["n_head"], config["rotary_dim"]
+    if rotated is None and heads != 1:
+        raise HFImportError(
+            f"rotary_dim=None with n_head={heads} is not supported: GPT-J then builds its cos/sin table "
+            f"n_embd ({config['n_embd']}) wide, which fits no head of {head_dim} dims (transformers fails too)"
+        )
+    return {"positional.rotary_fraction": rotary_fraction(head_dim if rotated is None else rotated, head_dim)}
 
-    Raises:
-        HFImportError: ``rotary_dim: null`` with several heads (a cos/sin table that fits no head).
-    """
-    d_model, heads = config["n_embd"], config["n_head"]
-    head_dim, rotated = d_model // heads, config["rotary_dim"]
-    if rotated is None:
-        if heads != 1:
-            raise HFImportError(
-                f"rotary_dim=None with n_head={heads} is not supported: GPT-J then builds its cos/sin table "
-                f"n_embd ({d_model}) wide, which fits no head of {head_dim} dims (transformers fails too)"
-            )
-        rotated = head_dim
-    return {"positional.rotary_fraction": rotary_fraction(rotated, head_dim)}
+
+def write_rotary_dim(recipe: Any, weights: Any) -> dict[str, Any]:
+    return {"rotary_dim": rotary_dims(recipe.attention.head_dim_for(recipe.d_model), recipe.positional.rotary_fraction)}
 
 
 GPTJ = family(
@@ -72,20 +67,10 @@ GPTJ = family(
         Fixed("positional.type", "rope"),
         Fixed("positional.theta", 10000.0),  # fixed in GPT-J's code (create_sinusoidal_positions): no config key
         Fixed("positional.interleaved", True),
-        Computed(
-            "rotary_dim",
-            keys={"rotary_dim": 64},
-            paths=("positional.rotary_fraction",),
-            read=read_rotary_dim,
-            write=lambda recipe, weights: {
-                "rotary_dim": rotary_dims(
-                    recipe.attention.head_dim_for(recipe.d_model), recipe.positional.rotary_fraction
-                )
-            },
-        ),
+        Computed("rotary_dim", {"rotary_dim": 64}, ("positional.rotary_fraction",), read_rotary_dim, write_rotary_dim),
         *layernorm("layer_norm_epsilon"),
         *mlp("activation_function", "gelu_new", "GPT-J"),
-        width("n_inner", None, read=lambda config, recipe: {"ffn.hidden": config["n_inner"] or 4 * config["n_embd"]}),
+        wider("n_inner", "n_embd"),
         dropout("resid_pdrop", "embd_pdrop"),
         *biased_head("GPT-J"),
     ),

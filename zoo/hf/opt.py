@@ -16,7 +16,7 @@ from typing import Any
 
 from .mapping import Rule, no_layer_overrides
 from .rows_classic import LEARNED, mha, mlp, pad, width
-from .rows_neox import dropout, linear_rules, one_bias
+from .rows_neox import dropout, linear_rules, lm_head, one_bias, sizes
 from .table import Computed, Fixed, Key, Require, Unread, family
 
 DECODER, LAYER, BLOCK = "model.decoder.", "model.decoder.layers.{i}.", "blocks.{i}."
@@ -110,10 +110,7 @@ OPT = family(
         ),
         Fixed("type_vocab_size", 0, imported=False),
         Require("layers", no_layer_overrides),
-        Key("vocab_size", "vocab_size", 50272),
-        Key("hidden_size", "d_model", 768),
-        Key("num_hidden_layers", "num_layers", 12),
-        Key("max_position_embeddings", "max_len", 2048),
+        *sizes(50272, 768, 12, 2048),
         pad(1),
         Require("embedding.padding_idx", padding_is_pad),
         Computed(
@@ -132,8 +129,7 @@ OPT = family(
         Key("layer_norm_elementwise_affine", "norm.affine", True, read=bool),
         *mlp("activation_function", "relu", "OPT"),
         width("ffn_dim", 3072),
-        Fixed("head.type", "lm"),
-        Key("tie_word_embeddings", "head.tie_embeddings", True, read=bool),
+        *lm_head(tied=True),
         dropout("dropout", default=0.1),
         Unread("init_std", "the std of a fresh initialisation; imported weights replace it"),
         Unread(

@@ -17,13 +17,8 @@ from .rows import HEADS, PAD, biases
 from .rows_neox import PARALLEL_SHARED, biased_head, dropout, linear_rules, rope
 from .table import Computed
 
-LAYER = (
-    "input_layernorm attention_norm",
-    "self_attn.dense attention.o_proj",
-    "mlp.fc1 ffn.up_proj",
-    "mlp.fc2 ffn.down_proj",
-)
-QKV = tuple(f"self_attn.{p}_proj attention.{p}_proj" for p in "qkv")
+LAYER = ("input_layernorm attention_norm", "self_attn.dense attention.o_proj", "mlp.fc1 ffn.up_proj")
+QKV = (*(f"self_attn.{p}_proj attention.{p}_proj" for p in "qkv"), "mlp.fc2 ffn.down_proj")
 QK_NORMS = ("self_attn.q_layernorm attention.q_norm", "self_attn.k_layernorm attention.k_norm")  # with qk_layernorm
 
 
@@ -53,9 +48,8 @@ def read_qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, An
 def qk_layernorm(recipe: Any) -> str | None:
     """A requirement: no q/k norm, or Phi's: the recipe's LayerNorm over each head of d_model / num_heads dims."""
     qk_norm, heads = recipe.attention.qk_norm, recipe.attention.num_heads
-    if qk_norm is None or (
-        qk_norm == recipe.norm and recipe.attention.head_dim_for(recipe.d_model) * heads == recipe.d_model
-    ):
+    implied = recipe.attention.head_dim_for(recipe.d_model) * heads == recipe.d_model
+    if qk_norm is None or (qk_norm == recipe.norm and implied):
         return None
     return f"attention.qk_norm is {qk_norm.model_dump()}, needs the norm's over heads of d_model / num_heads (Phi's)"
 

@@ -23,11 +23,22 @@ from .rope import (
     scaling_parameters,
 )
 from .rows import biases
-from .rows_classic import PRE_NORM
+from .rows_classic import PRE_NORM, width
 from .table import Computed, Fixed, Key, Refused, Row
 
 DECODER: tuple[Row, ...] = (Fixed("architecture", "decoder"), *PRE_NORM, Fixed("type_vocab_size", 0, imported=False))
 """A pre-norm decoder stack: each block normalises its input, a final norm closes the stack."""
+
+
+def sizes(vocab: int, width: int, layers: int, positions: int) -> tuple[Row, ...]:
+    """The stack's sizes under transformers' usual keys, with the family's defaults."""
+    return (
+        Key("vocab_size", "vocab_size", vocab),
+        Key("hidden_size", "d_model", width),
+        Key("num_hidden_layers", "num_layers", layers),
+        Key("max_position_embeddings", "max_len", positions),
+    )
+
 
 TOKENS = Computed(
     "pad",  # in place of rows.PAD, whose padding row these tables do not have
@@ -38,6 +49,12 @@ TOKENS = Computed(
     requires={"embedding.type": "token"},
 )
 """A plain ``nn.Embedding`` token table (no padding row, whatever ``pad_token_id`` says) and the pad id."""
+
+
+def decoder(vocab: int, width: int, layers: int, positions: int) -> tuple[Row, ...]:
+    """``DECODER`` of ``TOKENS``, its sizes under transformers' usual keys (GPT-NeoX's, Falcon's)."""
+    return (*DECODER, *sizes(vocab, width, layers, positions), TOKENS)
+
 
 PARALLEL_SHARED: tuple[Row, ...] = (Fixed("block.parallel", True), Fixed("block.shared_norm", True))
 """Attention and MLP read one norm of the block's input in parallel (GPT-J's and Phi's only block)."""
@@ -62,7 +79,11 @@ def layernorm(eps: str) -> tuple[Row, ...]:
 
 
 def rope(
-    theta: str = "rope_theta", fraction: str | None = "partial_rotary_factor", share: float = 0.25, *, head_dim=False
+    theta: str = "rope_theta",
+    fraction: str | None = "partial_rotary_factor",
+    share: float = 0.25,
+    *,
+    head_dim: bool = False,
 ) -> Computed:
     """RoPE over the leading ``fraction`` (4.x key, default ``share``) of each head, its base ``theta`` (4.x key) or
     both in ``rope_parameters`` (5.x), with its scaling; written back as ``rope_parameters`` alone. ``fraction``
@@ -103,6 +124,11 @@ def bias_flag(key: str, default: bool) -> Computed:
     return replace(biases(key, key), keys={key: default})
 
 
+def wider(key: str, d_model: str) -> Computed:
+    """The MLP's width ``key``, or (None) 4 times the model's width ``d_model``."""
+    return width(key, None, read=lambda config, recipe: {"ffn.hidden": config[key] or 4 * config[d_model]})
+
+
 def one_bias(key: str, default: bool, family: str) -> tuple[Row, ...]:
     """One config flag ``key`` for the biases of every projection: the attention's four and the MLP's two."""
 
@@ -123,6 +149,11 @@ def one_bias(key: str, default: bool, family: str) -> tuple[Row, ...]:
             requires={"ffn.bias": same},
         ),
     )
+
+
+def lm_head(tied: bool) -> tuple[Row, ...]:
+    """An LM head, tied to the token table by ``tie_word_embeddings`` (default ``tied``) or not."""
+    return (Fixed("head.type", "lm"), Key("tie_word_embeddings", "head.tie_embeddings", tied, read=bool))
 
 
 def biased_head(family: str) -> tuple[Row, ...]:
