@@ -1,6 +1,6 @@
-"""What the GPT-NeoX line of families shares (gpt_neox, gptj, falcon, phi, stablelm, phi3): RoPE over a leading
-part of each head read from either transformers' config layout, fused qkv / gate_up projections whose split
-depends on the head counts, and a requirement that a component sets no option its family's config cannot say.
+"""What hand-written and table families share: fused qkv / gate_up projections whose split depends on the head
+counts (GPT-NeoX's line, Phi-3, GLM, ModernBERT), and a requirement that a component sets no option its family's
+config cannot say (for a family that states its requirements by hand; a table generates it).
 """
 
 from __future__ import annotations
@@ -72,28 +72,5 @@ def defaults_except(section: str, *kept: str) -> Requirement:
             if getattr(config, name) != default:
                 off.append(f"{section}.{name} is {getattr(config, name)!r}, needs {default!r}")
         return "; ".join(off) or None
-
-    return check
-
-
-BIAS_FIELDS = ("bias", "q_bias", "k_bias", "v_bias", "o_bias")
-"""The attention fields that say which projections have biases (checked by ``attention_biases``)."""
-
-
-def attention_biases(*, qkv: bool | None = None, o: bool | None = None, o_like_qkv: bool = False) -> Requirement:
-    """A requirement: q, k and v all biased or all not (as ``qkv`` says, None: either), and the output
-    projection as ``o`` says (None: either) or, with ``o_like_qkv``, like them (one ``bias`` flag)."""
-
-    def check(recipe: Any) -> str | None:
-        on = recipe.attention.biases()
-        shown = "/".join(str(on[p]) for p in "qkvo")
-        if not on["q"] == on["k"] == on["v"] or (o_like_qkv and on["o"] != on["q"]):
-            alike = "q/k/v/o" if o_like_qkv else "q/k/v"
-            return f"attention biases q/k/v/o are {shown}, needs {alike} alike"
-        if qkv is not None and on["q"] != qkv:
-            return f"attention biases q/k/v/o are {shown}, needs q/k/v {qkv}"
-        if o is not None and on["o"] != o:
-            return f"attention biases q/k/v/o are {shown}, needs o {o}"
-        return None
 
     return check

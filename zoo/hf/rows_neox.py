@@ -1,0 +1,198 @@
+"""Rows that the GPT-NeoX line of families shares (``zoo/hf/table.py``): GPT-NeoX, GPT-J, Falcon, Phi, StableLM,
+OPT and BLOOM. LayerNorm decoders whose token table has no padding row, RoPE over a leading share of each head
+read from either transformers' config layout and written back as ``rope_parameters`` alone, one config flag for
+the biases of every projection, a parallel block from one shared norm, an untied LM head with a bias; and the
+weight rows of their modules, a fused ``query_key_value`` among them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ._common import grouped_qkv
+from .gpt2 import QKV_BIASES, QKV_WEIGHTS
+from .mapping import Rule, default_head_dim
+from .rope import (
+    hf_partial_rope,
+    hf_rope_parameters,
+    partial_rope,
+    rope_spec,
+    same_rotary_dims,
+    scaling_fits,
+    scaling_parameters,
+)
+from .rows import biases
+from .rows_classic import PRE_NORM, width
+from .table import Computed, Fixed, Key, Refused, Row
+
+DECODER: tuple[Row, ...] = (Fixed("architecture", "decoder"), *PRE_NORM, Fixed("type_vocab_size", 0, imported=False))
+"""A pre-norm decoder stack: each block normalises its input, a final norm closes the stack."""
+
+
+def sizes(vocab: int, width: int, layers: int, positions: int) -> tuple[Row, ...]:
+    """The stack's sizes under transformers' usual keys, with the family's defaults."""
+    return (
+        Key("vocab_size", "vocab_size", vocab),
+        Key("hidden_size", "d_model", width),
+        Key("num_hidden_layers", "num_layers", layers),
+        Key("max_position_embeddings", "max_len", positions),
+    )
+
+
+TOKENS = Computed(
+    "pad",  # in place of rows.PAD, whose padding row these tables do not have
+    keys={"pad_token_id": None},
+    paths=("pad_token_id", "embedding.type"),
+    read=lambda config, recipe: {"pad_token_id": config["pad_token_id"], "embedding.type": "token"},
+    write=lambda recipe, weights: {"pad_token_id": recipe.pad_token_id},
+    requires={"embedding.type": "token"},
+)
+"""A plain ``nn.Embedding`` token table (no padding row, whatever ``pad_token_id`` says) and the pad id."""
+
+
+def decoder(vocab: int, width: int, layers: int, positions: int) -> tuple[Row, ...]:
+    """``DECODER`` of ``TOKENS``, its sizes under transformers' usual keys (GPT-NeoX's, Falcon's)."""
+    return (*DECODER, *sizes(vocab, width, layers, positions), TOKENS)
+
+
+PARALLEL_SHARED: tuple[Row, ...] = (Fixed("block.parallel", True), Fixed("block.shared_norm", True))
+"""Attention and MLP read one norm of the block's input in parallel (GPT-J's and Phi's only block)."""
+
+
+def mha(key: str, default: int) -> Computed:
+    """Multi-head attention of ``key`` heads of hidden_size / heads features (the config has no key/value-head
+    count nor head width): rows.HEADS in its place says those."""
+    return Computed(
+        "heads",
+        keys={key: default},
+        paths=("attention.num_heads", "attention.head_dim"),
+        read=lambda config, recipe: {"attention.type": "mha", "attention.num_heads": config[key]},
+        write=lambda recipe, weights: {key: recipe.attention.num_heads},
+        requires={"attention.type": "mha", "attention.head_dim": default_head_dim},
+    )
+
+
+def layernorm(eps: str) -> tuple[Row, ...]:
+    """LayerNorm (with biases) everywhere, its epsilon the config key ``eps``."""
+    return (Fixed("norm.type", "layernorm"), Key(eps, "norm.eps", 1e-5))
+
+
+def rope(
+    theta: str = "rope_theta",
+    fraction: str | None = "partial_rotary_factor",
+    share: float = 0.25,
+    *,
+    head_dim: bool = False,
+) -> Computed:
+    """RoPE over the leading ``fraction`` (4.x key, default ``share``) of each head, its base ``theta`` (4.x key) or
+    both in ``rope_parameters`` (5.x), with its scaling; written back as ``rope_parameters`` alone. ``fraction``
+    None: whole heads (Falcon, which has no such key). The heads are hidden_size / heads wide, or with
+    ``head_dim`` the config's ``head_dim`` where it gives one (Phi)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        if fraction is None:
+            params = scaling_parameters(config)
+            params.setdefault("rope_theta", config[theta])
+            return {"positional": rope_spec(config, params)}
+        width = (config["head_dim"] if head_dim else None) or config["hidden_size"] // config["num_attention_heads"]
+        return {"positional": partial_rope(config, width, theta=theta, fraction=fraction)}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        rotary = recipe.positional
+        return {"rope_parameters": hf_rope_parameters(rotary) if fraction is None else hf_partial_rope(rotary)}
+
+    keys = {theta: 10000.0, "rope_parameters": None, "rope_scaling": None}
+    return Computed(
+        "rope",
+        keys=keys if fraction is None else {**keys, fraction: share},
+        paths=("positional.*",),
+        read=read,
+        write=write,
+        requires={
+            "positional.type": "rope",
+            "positional.scaling": scaling_fits,
+            "positional.interleaved": False,
+            "positional.rotary_fraction": 1.0 if fraction is None else same_rotary_dims,
+        },
+        legacy=(theta, "rope_scaling") if fraction is None else (theta, "rope_scaling", fraction),  # 4.x keys
+    )
+
+
+def bias_flag(key: str, default: bool) -> Computed:
+    """One config flag ``key`` for the biases of the query, key, value and output projections."""
+    return replace(biases(key, key), keys={key: default})
+
+
+def wider(key: str, d_model: str) -> Computed:
+    """The MLP's width ``key``, or (None) 4 times the model's width ``d_model``."""
+    return width(key, None, read=lambda config, recipe: {"ffn.hidden": config[key] or 4 * config[d_model]})
+
+
+def one_bias(key: str, default: bool, family: str) -> tuple[Row, ...]:
+    """One config flag ``key`` for the biases of every projection: the attention's four and the MLP's two."""
+
+    def same(recipe: Any) -> str | None:
+        attention = recipe.attention.biases()["q"]
+        if recipe.ffn.bias != attention:
+            return f"ffn.bias is {recipe.ffn.bias}, needs the attention's ({attention}): {family} has one {key}"
+        return None
+
+    return (
+        bias_flag(key, default),
+        Computed(
+            "mlp bias",
+            keys={},
+            paths=("ffn.bias",),
+            read=lambda config, recipe: {"ffn.bias": bool(config[key])},
+            write=lambda recipe, weights: {},  # the attention's flag, written by bias_flag
+            requires={"ffn.bias": same},
+        ),
+    )
+
+
+def lm_head(tied: bool) -> tuple[Row, ...]:
+    """An LM head, tied to the token table by ``tie_word_embeddings`` (default ``tied``) or not."""
+    return (Fixed("head.type", "lm"), Key("tie_word_embeddings", "head.tie_embeddings", tied, read=bool))
+
+
+def biased_head(family: str) -> tuple[Row, ...]:
+    """An untied LM head with a bias (GPT-J's, Phi's): tying is refused, as zoo's tied head has no bias."""
+    return (
+        Fixed("head.type", "lm"),
+        Fixed("head.tie_embeddings", False),
+        Fixed("head.bias", True),
+        Refused(
+            "tie_word_embeddings",
+            lambda v: not v,
+            f"{family}'s LM head has a bias, and zoo's tied head has none (tie_embeddings excludes bias)",
+            export=False,
+        ),
+    )
+
+
+def dropout(key: str, *also: str, default: float = 0.0) -> Computed:
+    """zoo's one dropout: read from ``key`` (the residual branches'), written to it and to the keys ``also`` names
+    (GPT-J's and Phi's embeddings' dropout)."""
+    return Computed(
+        "dropout",
+        keys=dict.fromkeys((key, *also), default),
+        paths=("dropout",),
+        read=lambda config, recipe: {"dropout": config[key]},
+        write=lambda recipe, weights: dict.fromkeys((key, *also), recipe.dropout),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- weight rows
+
+
+def linear_rules(hf: str, zoo: str, *modules: str) -> tuple[Rule, ...]:
+    """The weight and bias rows of each ``"<HF module> <zoo module>"`` pair, under the prefixes ``hf`` and ``zoo``."""
+    pairs = [module.split() for module in modules]
+    return tuple(Rule(f"{hf}{a}.{kind}", f"{zoo}{b}.{kind}") for a, b in pairs for kind in ("weight", "bias"))
+
+
+def fused_qkv(module: str) -> tuple[Rule, ...]:
+    """A fused ``query_key_value`` (weight and bias) laid out per key/value head (``grouped_qkv``), split into
+    zoo's q, k and v."""
+    return (Rule(f"{module}.weight", QKV_WEIGHTS, grouped_qkv), Rule(f"{module}.bias", QKV_BIASES, grouped_qkv))
