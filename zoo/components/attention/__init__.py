@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from zoo.hookspecs import hookimpl
 
-from .base import _Attention
+from .base import QueryTemperature, _Attention
 from .gqa import (
     AttentionConfig,
     GQAConfig,
@@ -46,10 +46,12 @@ from .gqa import (
 )
 from .masks import (
     BlockSparse,
+    Chunks,
     KeyMask,
     SlidingWindow,
     block_sparse_mask,
     causal_mask,
+    chunked_mask,
     random_block_choice,
     sliding_window_mask,
 )
@@ -57,14 +59,17 @@ from .moa import MixtureOfAttentionHeads, MoAConfig
 
 __all__ = [
     "causal_mask",
+    "chunked_mask",
     "sliding_window_mask",
     "block_sparse_mask",
     "random_block_choice",
     "BlockSparse",
+    "Chunks",
     "KeyMask",
     "LayerPositions",
     "ProjectionBiases",
     "QKNorm",
+    "QueryTemperature",
     "SlidingWindow",
     "MultiHeadAttention",
     "GroupedQueryAttention",

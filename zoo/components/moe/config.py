@@ -59,6 +59,11 @@ class MoEConfig(ComponentConfig):
         description="The router learns a bias on its logits (gpt-oss, whose softmax over the top_k logits is "
         "scoring: softmax with normalize: true).",
     )
+    weighted_input: bool = Field(
+        False,
+        description="Each chosen expert takes the token scaled by the router's weight and its output is added as it "
+        "is, expert(w * x), instead of w * expert(x) (Llama 4, with scoring: sigmoid and normalize: false).",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"num_experts": 4, "top_k": 2, "expert": {"type": "swiglu", "hidden": 16}},
@@ -87,6 +92,15 @@ class MoEConfig(ComponentConfig):
             "top_k": 2,
             "expert": {"type": "swiglu", "hidden": 8, "bias": True, "alpha": 1.702, "limit": 0.5, "up_shift": 1.0},
             "router_bias": True,
+        },
+        {  # Llama 4: a sigmoid of the top-k logits scales the experts' input; a shared expert
+            "num_experts": 4,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "shared_expert": {"type": "swiglu", "hidden": 8},
+            "scoring": "sigmoid",
+            "normalize": False,
+            "weighted_input": True,
         },
     )
 

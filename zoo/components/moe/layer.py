@@ -81,6 +81,8 @@ class MoE(nn.Module):
             ``Linear(E, 1)`` without bias (Qwen2-MoE); needs a ``shared_expert``.
         router_bias: the router's linear layer learns a bias, added to the logits before they are scored
             (gpt-oss; with softmax scoring and ``normalize``, its weights are a softmax over the top_k logits).
+        weighted_input: each chosen expert takes the token scaled by its weight, and its output is added as it
+            is (Llama 4: ``expert(w * x)``), instead of ``w * expert(x)``.
         device: device of the parameters (experts are built under it).
         dtype: dtype of the parameters (experts are cast to it).
 
@@ -107,6 +109,7 @@ class MoE(nn.Module):
         routed_scaling_factor: float = 1.0,
         shared_expert_gate: bool = False,
         router_bias: bool = False,
+        weighted_input: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -125,6 +128,7 @@ class MoE(nn.Module):
         self.n_group = n_group
         self.topk_group = topk_group
         self.routed_scaling_factor = routed_scaling_factor
+        self.weighted_input = weighted_input
         self.router = nn.Linear(d_model, num_experts, bias=router_bias, device=device, dtype=dtype)
         # A buffer, not a parameter: no gradient moves it (DeepSeek-V3 nudges it by the load), and Hugging Face
         # holds it as one. float32 whatever the model's dtype, as the scores it is added to.
@@ -209,12 +213,14 @@ class MoE(nn.Module):
         for e in range(self.num_experts):
             # The (token, slot) pairs routed to e; their count is data-dependent, hence nonzero.
             token, slot = torch.nonzero(indices == e, as_tuple=True)  # (T_e,), (T_e,)
+            w = weights[token, slot, None]  # (T_e, 1)
+            routed = tokens[token] * w if self.weighted_input else tokens[token]  # (T_e, E)
             if grouped:
-                y = self.experts(tokens[token], e)  # (T_e, E)
+                y = self.experts(routed, e)  # (T_e, E)
             else:
-                y = self.experts[e](tokens[token].unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
+                y = self.experts[e](routed.unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
             # A token picks an expert at most once, so `token` has no repeats and the add is deterministic.
-            out.index_add_(0, token, y * weights[token, slot, None])
+            out.index_add_(0, token, y if self.weighted_input else y * w)
         out = out.view_as(x)  # (N, L, E)
         if self.shared_expert is not None:
             shared = self.shared_expert(x)
@@ -236,4 +242,6 @@ class MoE(nn.Module):
             extra += f", routed_scaling_factor={self.routed_scaling_factor}"
         if self.router.bias is not None:
             extra += ", router_bias=True"
+        if self.weighted_input:
+            extra += ", weighted_input=True"
         return f"num_experts={self.num_experts}, top_k={self.top_k}{extra}"

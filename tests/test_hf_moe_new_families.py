@@ -1,0 +1,72 @@
+"""The mixture-of-experts families added as tables (Llama 4, DeepSeek-V2, PhiMoE, DBRX, Granite-MoE) and
+HunYuan: what each refuses by name on import (a config zoo cannot compute exactly never imports) and on export
+(a recipe its config cannot state)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import zoo
+from zoo.hf import FAMILIES, HFImportError, hf_recipe
+
+REFUSED = [
+    ({"model_type": "llama4_text", "router_jitter_noise": 0.1}, "router_jitter_noise=0.1 is not supported"),
+    (
+        {"model_type": "llama4_text", "num_hidden_layers": 2, "layer_types": ["sliding_attention"] * 2},
+        "Llama4TextModel makes masks for full_attention and chunked_attention layers only",
+    ),
+    ({"model_type": "llama4_text", "num_hidden_layers": 2, "moe_layers": []}, "moe_layers names no layer"),
+    (
+        {"model_type": "llama4_text", "num_hidden_layers": 2, "attention_chunk_size": None, "layer_types": None}
+        | {"no_rope_layers": [1, 0], "moe_layers": [0, 1]},
+        None,  # no chunks at all: every layer attends fully
+    ),
+    (
+        {"model_type": "llama4_text", "num_hidden_layers": 3, "no_rope_layers": [1, 0]},
+        "no_rope_layers and layer_types need an entry per layer",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"), REFUSED, ids=[f"{c['model_type']}-{i}" for i, (c, _) in enumerate(REFUSED)]
+)
+def test_what_zoo_cannot_compute_is_refused_by_name(config, message, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if message is None:
+        hf_recipe(tmp_path)
+        return
+    with pytest.raises(HFImportError, match=message):
+        hf_recipe(tmp_path)
+
+
+LLAMA4 = "llama-4-scout-17b-16e"
+MISFITS = [
+    (LLAMA4, {"layers.1.select": [3, 7]}, "Llama 4's RoPE layers share one qk norm, its NoPE layers one"),
+    (LLAMA4, {"layers.0.attention.temperature_floor_scale": 4, "layers.0.attention.temperature_scale": 0.1}, "NoPE"),
+    (LLAMA4, {"layers.0.attention.qk_norm.affine": True}, "Llama 4's qk norm is a weightless rmsnorm"),
+    (LLAMA4, {"layers.0.attention.softcap": 30.0}, "a Llama 4 layer differs only in its"),
+    (LLAMA4, {"ffn.shared_expert.hidden": 4096}, "ffn.shared_expert must equal ffn.expert"),
+    (LLAMA4, {"ffn.normalize": True}, "ffn.normalize is True, needs False"),
+]
+
+
+def changed(name: str, change: dict) -> object:
+    """The named recipe with each dotted path of ``change`` set (list indices included: ``layers.1.attention``)."""
+    data = zoo.load_recipe(name).model_dump(mode="json", exclude_none=True)
+    for path, value in change.items():
+        *parents, leaf = path.split(".")
+        node = data
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        node[leaf] = value
+    return zoo.load_recipe(data)
+
+
+@pytest.mark.parametrize(("name", "change", "message"), MISFITS)
+def test_what_a_config_cannot_state_is_refused_on_export(name, change, message):
+    recipe = changed(name, change)
+    family = FAMILIES[recipe.hf_family]
+    assert any(message in problem for problem in family.misfits(recipe)), family.misfits(recipe)
