@@ -27,6 +27,18 @@ REFUSED = [
         {"model_type": "llama4_text", "num_hidden_layers": 3, "no_rope_layers": [1, 0]},
         "no_rope_layers and layer_types need an entry per layer",
     ),
+    ({"model_type": "deepseek_v2", "norm_topk_prob": True}, "DeepseekV2TopkRouter never renormalises"),
+    ({"model_type": "deepseek_v2", "topk_method": "noaux_tc"}, "topk_method='noaux_tc' is not supported"),
+    (
+        {"model_type": "deepseek_v2", "num_key_value_heads": 8, "num_experts_per_tok": 6},
+        "multi-head latent attention needs it to be 32",
+    ),
+    ({"model_type": "deepseek_v2", "mlp_bias": True}, "mlp_bias=True is not supported"),
+    (
+        {"model_type": "deepseek_v2", "topk_method": "group_limited_greedy", "num_experts_per_tok": 6},
+        "needs n_group and topk_group",
+    ),
+    ({"model_type": "deepseek_v2", "num_experts_per_tok": None}, "num_experts_per_tok=None is not supported"),
 ]
 
 
@@ -50,6 +62,10 @@ MISFITS = [
     (LLAMA4, {"layers.0.attention.softcap": 30.0}, "a Llama 4 layer differs only in its"),
     (LLAMA4, {"ffn.shared_expert.hidden": 4096}, "ffn.shared_expert must equal ffn.expert"),
     (LLAMA4, {"ffn.normalize": True}, "ffn.normalize is True, needs False"),
+    ("deepseek-v2", {"ffn.group_scoring": "top2"}, "needs 'max' (V2's groups score by their best expert)"),
+    ("deepseek-v2", {"ffn.normalize": True}, "ffn.normalize is True, needs False"),
+    ("deepseek-v2", {"attention.scale": 0.1}, "attention.scale is 0.1"),
+    ("deepseek-v2-lite", {"ffn.scoring": "sigmoid"}, "ffn.scoring is 'sigmoid', needs 'softmax'"),
 ]
 
 

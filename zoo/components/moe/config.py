@@ -46,7 +46,12 @@ class MoEConfig(ComponentConfig):
         1,
         ge=1,
         le=MAX_EXPERTS,
-        description="Groups each token chooses among, by their two best scores (DeepSeek-V3: 4).",
+        description="Groups each token chooses among, by their group_scoring (DeepSeek-V3: 4, DeepSeek-V2: 3).",
+    )
+    group_scoring: Literal["top2", "max"] = Field(
+        "top2",
+        description="How a group scores: the sum of its two best experts' scores (top2: DeepSeek-V3's noaux_tc) or "
+        "its best one's (max: DeepSeek-V2's group_limited_greedy).",
     )
     routed_scaling_factor: float = Field(
         1.0, gt=0, description="Multiplies the routed experts' weights (DeepSeek-V3: 2.5)."
@@ -87,6 +92,17 @@ class MoEConfig(ComponentConfig):
             "topk_group": 2,
             "routed_scaling_factor": 2.5,
         },
+        {  # DeepSeek-V2: softmax scores, groups by their best expert, the weights scaled, not renormalised
+            "num_experts": 6,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "shared_expert": {"type": "swiglu", "hidden": 16},
+            "normalize": False,
+            "n_group": 6,
+            "topk_group": 2,
+            "group_scoring": "max",
+            "routed_scaling_factor": 16.0,
+        },
         {  # gpt-oss: a biased router, biased experts clamped and shifted
             "num_experts": 4,
             "top_k": 2,
@@ -107,7 +123,7 @@ class MoEConfig(ComponentConfig):
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoEConfig:
         check_top_k(self.top_k, self.num_experts)
-        check_groups(self.num_experts, self.top_k, self.n_group, self.topk_group)
+        check_groups(self.num_experts, self.top_k, self.n_group, self.topk_group, self.group_scoring)
         if self.shared_expert_gate and self.shared_expert is None:
             raise ValueError("shared_expert_gate scales the shared expert: give a shared_expert too")
         return self

@@ -19,9 +19,9 @@ def check_top_k(top_k: int, num_experts: int) -> None:
         raise ValueError(f"top_k ({top_k}) must be <= num_experts ({num_experts})")
 
 
-def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) -> None:
+def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int, group_scoring: str = "top2") -> None:
     """Raise ``ValueError`` unless group-limited routing can pick ``top_k`` experts from ``topk_group`` of
-    ``n_group`` equal groups (each of at least two experts: a group scores by its two best)."""
+    ``n_group`` equal groups (each of at least two experts where a group scores by its two best)."""
     if n_group == 1 and topk_group == 1:
         return
     if num_experts % n_group:
@@ -29,7 +29,7 @@ def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) ->
     if topk_group > n_group:
         raise ValueError(f"topk_group ({topk_group}) must be <= n_group ({n_group})")
     per_group = num_experts // n_group
-    if per_group < 2:
+    if per_group < 2 and group_scoring == "top2":
         raise ValueError(
             f"n_group ({n_group}) leaves {per_group} expert per group; a group scores by its two best experts, "
             "so each needs at least 2 (use fewer groups)"
@@ -71,10 +71,12 @@ class MoE(nn.Module):
         correction_bias: a per-expert float32 buffer ``e_score_correction_bias`` (zeros until loaded; DeepSeek
             adjusts it outside the gradient to balance the load) added to the scores to choose the experts,
             not to weight them.
-        n_group: experts form this many equal groups (of at least two); each group scores by the sum of
-            its two best scores (bias included), and a token chooses only among ``topk_group`` best groups.
-            1 (with ``topk_group`` 1): no groups.
+        n_group: experts form this many equal groups; each group scores by ``group_scoring`` (bias included),
+            and a token chooses only among ``topk_group`` best groups. 1 (with ``topk_group`` 1): no groups.
         topk_group: groups each token chooses among.
+        group_scoring: ``top2``, a group's score is the sum of its two best experts' (DeepSeek-V3's
+            ``noaux_tc``; groups of at least two), or ``max``, its best expert's (DeepSeek-V2's
+            ``group_limited_greedy``).
         routed_scaling_factor: multiplies the routed experts' weights, after any renormalisation
             (DeepSeek-V3: 2.5).
         shared_expert_gate: scale the shared expert's output by ``sigmoid(shared_expert_gate(x))``, a learned
@@ -106,6 +108,7 @@ class MoE(nn.Module):
         correction_bias: bool = False,
         n_group: int = 1,
         topk_group: int = 1,
+        group_scoring: Literal["top2", "max"] = "top2",
         routed_scaling_factor: float = 1.0,
         shared_expert_gate: bool = False,
         router_bias: bool = False,
@@ -115,7 +118,9 @@ class MoE(nn.Module):
     ) -> None:
         super().__init__()
         check_top_k(top_k, num_experts)
-        check_groups(num_experts, top_k, n_group, topk_group)
+        check_groups(num_experts, top_k, n_group, topk_group, group_scoring)
+        if group_scoring not in ("top2", "max"):
+            raise ValueError(f"group_scoring must be 'top2' or 'max', not {group_scoring!r}")
         if scoring not in ("softmax", "sigmoid"):
             raise ValueError(f"scoring must be 'softmax' or 'sigmoid', not {scoring!r}")
         if shared_expert_gate and shared_expert is None:
@@ -127,6 +132,7 @@ class MoE(nn.Module):
         self.scoring = scoring
         self.n_group = n_group
         self.topk_group = topk_group
+        self.group_scoring = group_scoring
         self.routed_scaling_factor = routed_scaling_factor
         self.weighted_input = weighted_input
         self.router = nn.Linear(d_model, num_experts, bias=router_bias, device=device, dtype=dtype)
@@ -187,11 +193,14 @@ class MoE(nn.Module):
         """``choice`` (T, X) with the experts outside each token's ``topk_group`` best groups at -inf.
 
         A group scores by the sum of its two best experts' scores (DeepSeek-V3's ``noaux_tc``), exactly as
-        Hugging Face's ``DeepseekV3TopkRouter``.
+        Hugging Face's ``DeepseekV3TopkRouter``, or by its best one (``max``: ``DeepseekV2TopkRouter``).
         """
         t, G = choice.shape[0], self.n_group
         grouped = choice.view(t, G, self.num_experts // G)  # (T, G, X/G)
-        group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)  # (T, G)
+        if self.group_scoring == "max":
+            group_scores = grouped.max(dim=-1).values  # (T, G)
+        else:
+            group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)  # (T, G)
         best = group_scores.topk(self.topk_group, dim=-1, sorted=False).indices  # (T, topk_group)
         keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best, True)  # (T, G)
         keep = keep.unsqueeze(-1).expand_as(grouped).reshape(t, self.num_experts)  # (T, X)
@@ -238,6 +247,7 @@ class MoE(nn.Module):
             extra += f", scoring={self.scoring}"
         if self.n_group > 1:
             extra += f", n_group={self.n_group}, topk_group={self.topk_group}"
+            extra += f", group_scoring={self.group_scoring}" if self.group_scoring != "top2" else ""
         if self.routed_scaling_factor != 1.0:
             extra += f", routed_scaling_factor={self.routed_scaling_factor}"
         if self.router.bias is not None:
