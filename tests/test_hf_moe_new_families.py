@@ -11,6 +11,8 @@ import pytest
 import zoo
 from zoo.hf import FAMILIES, HFImportError, hf_recipe
 
+LONGROPE = {"type": "longrope", "short_factor": [1.0] * 64, "long_factor": [2.0] * 64, "short_mscale": 1.2}
+LONGROPE |= {"long_mscale": 1.2, "original_max_position_embeddings": 4096}
 REFUSED = [
     ({"model_type": "llama4_text", "router_jitter_noise": 0.1}, "router_jitter_noise=0.1 is not supported"),
     (
@@ -39,6 +41,16 @@ REFUSED = [
         "needs n_group and topk_group",
     ),
     ({"model_type": "deepseek_v2", "num_experts_per_tok": None}, "num_experts_per_tok=None is not supported"),
+    ({"model_type": "phimoe", "num_experts_per_tok": 3}, "sparsemixer picks two experts whatever it says"),
+    (
+        {"model_type": "phimoe", "rope_scaling": {"type": "yarn", "factor": 2.0, "short_mscale": 1, "long_mscale": 1}},
+        "PhimoeRotaryEmbedding scales cos and sin by short_mscale whatever the type",
+    ),
+    (
+        {"model_type": "phimoe", "rope_scaling": LONGROPE | {"long_mscale": 1.5}},
+        "short_mscale=1.2 and long_mscale=1.5: PhiMoE's attention factor would change",
+    ),
+    ({"model_type": "phimoe", "rope_scaling": LONGROPE}, None),
 ]
 
 
@@ -66,6 +78,9 @@ MISFITS = [
     ("deepseek-v2", {"ffn.normalize": True}, "ffn.normalize is True, needs False"),
     ("deepseek-v2", {"attention.scale": 0.1}, "attention.scale is 0.1"),
     ("deepseek-v2-lite", {"ffn.scoring": "sigmoid"}, "ffn.scoring is 'sigmoid', needs 'softmax'"),
+    ("phi-3.5-moe", {"positional.scaling": "linear", "positional.scaling_factor": 2.0}, "PhiMoE's rope is unscaled"),
+    ("phi-3.5-moe", {"norm": {"type": "rmsnorm", "eps": 1e-5}}, "norm.type is 'rmsnorm', needs 'layernorm'"),
+    ("phi-3.5-moe", {"ffn.scoring": "softmax"}, "ffn.scoring is 'softmax', needs 'sparsemixer'"),
 ]
 
 

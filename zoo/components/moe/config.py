@@ -12,7 +12,7 @@ from zoo.label import SKIP_OPTIONS, Label, options, widths, wrap
 from zoo.limits import MAX_EXPERTS
 
 from .experts import GroupedExperts
-from .layer import check_groups, check_top_k
+from .layer import SPARSEMIXER_ALONE, check_groups, check_top_k
 
 
 class MoEConfig(ComponentConfig):
@@ -31,8 +31,16 @@ class MoEConfig(ComponentConfig):
     normalize: bool = Field(
         True, description="Renormalise the chosen experts' scores to sum to 1 (Qwen2-MoE's norm_topk_prob: false)."
     )
-    scoring: Literal["softmax", "sigmoid"] = Field(
-        "softmax", description="Router scores: a softmax over experts, or a sigmoid per expert (DeepSeek-V3)."
+    scoring: Literal["softmax", "sigmoid", "sparsemixer"] = Field(
+        "softmax",
+        description="Router scores: a softmax over experts, a sigmoid per expert (DeepSeek-V3), or PhiMoE's "
+        "sparsemixer (eval mode: each pick weighted by its softmax among the experts near it, not renormalised).",
+    )
+    sparsemixer_eps: float = Field(
+        0.01,
+        ge=0,
+        description="sparsemixer: a pick's softmax spans the experts whose logit is within a relative 2·eps of "
+        "it (PhiMoE's router_jitter_noise: 0.01).",
     )
     correction_bias: bool = Field(
         False,
@@ -103,6 +111,14 @@ class MoEConfig(ComponentConfig):
             "group_scoring": "max",
             "routed_scaling_factor": 16.0,
         },
+        {  # PhiMoE: sparsemixer's two picks, each weighted among the experts near it
+            "num_experts": 4,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "scoring": "sparsemixer",
+            "sparsemixer_eps": 0.1,
+            "normalize": False,
+        },
         {  # gpt-oss: a biased router, biased experts clamped and shifted
             "num_experts": 4,
             "top_k": 2,
@@ -124,6 +140,8 @@ class MoEConfig(ComponentConfig):
     def _top_k_fits(self) -> MoEConfig:
         check_top_k(self.top_k, self.num_experts)
         check_groups(self.num_experts, self.top_k, self.n_group, self.topk_group, self.group_scoring)
+        if self.scoring == "sparsemixer" and (self.correction_bias or self.n_group > 1):
+            raise ValueError(SPARSEMIXER_ALONE)
         if self.shared_expert_gate and self.shared_expert is None:
             raise ValueError("shared_expert_gate scales the shared expert: give a shared_expert too")
         return self

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 
 from .experts import GroupedExperts, _build_expert
 
+SPARSEMIXER_ALONE = "sparsemixer picks its experts itself: no correction_bias, no groups"
+
 
 def check_top_k(top_k: int, num_experts: int) -> None:
     """Raise ``ValueError`` unless each token can pick ``top_k`` distinct experts."""
@@ -67,7 +69,11 @@ class MoE(nn.Module):
         normalize: renormalise the chosen experts' scores to sum to one (Mixtral, DeepSeek-V3); False keeps
             them as scored (Qwen2-MoE's ``norm_topk_prob: false``).
         scoring: ``softmax`` over the router logits (Mixtral, Qwen) or an independent ``sigmoid`` per expert
-            (DeepSeek-V3), computed in float32 from a float32 copy of the router weight.
+            (DeepSeek-V3), computed in float32 from a float32 copy of the router weight; or ``sparsemixer``
+            (PhiMoE, in float32: see :meth:`_sparsemixer`), which picks and weights its experts itself (in eval
+            mode, as zoo always does: transformers trains it by sampling, which zoo does not).
+        sparsemixer_eps: how near, relatively, an expert's logit must be to a pick's to share its softmax
+            (PhiMoE's ``router_jitter_noise``: 0.01).
         correction_bias: a per-expert float32 buffer ``e_score_correction_bias`` (zeros until loaded; DeepSeek
             adjusts it outside the gradient to balance the load) added to the scores to choose the experts,
             not to weight them.
@@ -104,7 +110,8 @@ class MoE(nn.Module):
         shared_expert: Callable[[], nn.Module] | None = None,
         aux_loss_coef: float = 0.01,
         normalize: bool = True,
-        scoring: Literal["softmax", "sigmoid"] = "softmax",
+        scoring: Literal["softmax", "sigmoid", "sparsemixer"] = "softmax",
+        sparsemixer_eps: float = 0.01,
         correction_bias: bool = False,
         n_group: int = 1,
         topk_group: int = 1,
@@ -121,8 +128,10 @@ class MoE(nn.Module):
         check_groups(num_experts, top_k, n_group, topk_group, group_scoring)
         if group_scoring not in ("top2", "max"):
             raise ValueError(f"group_scoring must be 'top2' or 'max', not {group_scoring!r}")
-        if scoring not in ("softmax", "sigmoid"):
-            raise ValueError(f"scoring must be 'softmax' or 'sigmoid', not {scoring!r}")
+        if scoring not in ("softmax", "sigmoid", "sparsemixer"):
+            raise ValueError(f"scoring must be 'softmax', 'sigmoid' or 'sparsemixer', not {scoring!r}")
+        if scoring == "sparsemixer" and (correction_bias or n_group > 1):
+            raise ValueError(SPARSEMIXER_ALONE)
         if shared_expert_gate and shared_expert is None:
             raise ValueError("shared_expert_gate scales the shared expert: give a shared_expert too")
         self.num_experts = num_experts
@@ -130,6 +139,7 @@ class MoE(nn.Module):
         self.aux_loss_coef = aux_loss_coef
         self.normalize = normalize
         self.scoring = scoring
+        self.sparsemixer_eps = sparsemixer_eps
         self.n_group = n_group
         self.topk_group = topk_group
         self.group_scoring = group_scoring
@@ -167,13 +177,17 @@ class MoE(nn.Module):
             (softmax probabilities or sigmoids, without the correction bias).
         """
         tokens = x.reshape(-1, x.shape[-1])  # (T, E)
-        if self.scoring == "softmax":
+        if self.scoring == "sparsemixer":
+            weights, indices, probs = self._sparsemixer(self.router(tokens).float())
+        elif self.scoring == "softmax":
             # float32 softmax as in Mixtral: bf16 probabilities are too coarse to rank and weight experts well.
             probs = self.router(tokens).float().softmax(dim=-1)  # (T, X)
         else:  # DeepSeek-V3 keeps its router in float32 and scores there
             bias = None if self.router.bias is None else self.router.bias.float()
             probs = F.linear(tokens.float(), self.router.weight.float(), bias).sigmoid()  # (T, X)
-        if self.e_score_correction_bias is None and self.n_group == 1:
+        if self.scoring == "sparsemixer":
+            pass  # chosen one by one above
+        elif self.e_score_correction_bias is None and self.n_group == 1:
             weights, indices = probs.topk(self.top_k, dim=-1)  # (T, k), (T, k)
         else:
             choice = probs if self.e_score_correction_bias is None else probs + self.e_score_correction_bias
@@ -188,6 +202,20 @@ class MoE(nn.Module):
         if self.routed_scaling_factor != 1.0:
             weights = weights * self.routed_scaling_factor
         return weights, indices, probs
+
+    def _sparsemixer(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """PhiMoE's sparsemixer as transformers computes it in eval mode, from float32 ``logits`` (T, X): the
+        experts are picked one at a time, best logit first; each pick's weight is its softmax among the experts not
+        yet picked whose logit ``s`` is near the pick's ``m``, ``(m - s) / max(|s|, m) <= 2 * sparsemixer_eps``.
+        Returns (weights, indices, the softmax of all logits for the load-balancing loss)."""
+        weights, indices, left = [], [], logits
+        for _ in range(self.top_k):
+            best, index = left.max(dim=-1, keepdim=True)  # (T, 1)
+            far = (best - logits) / logits.abs().clamp(min=best) > 2 * self.sparsemixer_eps  # (T, X)
+            weights.append(left.masked_fill(far, float("-inf")).softmax(dim=-1).gather(-1, index))
+            indices.append(index)
+            left = left.scatter(-1, index, float("-inf"))
+        return torch.cat(weights, dim=-1), torch.cat(indices, dim=-1), logits.softmax(dim=-1)
 
     def _best_groups(self, choice: torch.Tensor) -> torch.Tensor:
         """``choice`` (T, X) with the experts outside each token's ``topk_group`` best groups at -inf.

@@ -1,5 +1,6 @@
-"""DeepSeek-V2's router: groups scored by their best expert (``group_scoring: max``), chosen as transformers'
-``DeepseekV2TopkRouter`` chooses, and groups of one expert allowed for it (not for V3's sum of the two best)."""
+"""The routers of DeepSeek-V2 (groups scored by their best expert, ``group_scoring: max``, as transformers'
+``DeepseekV2TopkRouter``; groups of one expert allowed for it, not for V3's sum of the two best) and PhiMoE
+(``scoring: sparsemixer``, as transformers' ``sparsemixer`` in eval mode)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,28 @@ def test_groups_of_one_expert_score_by_their_best_only():
         check_groups(4, 2, 4, 2, "top2")
     config = MoEConfig(num_experts=4, top_k=2, n_group=4, topk_group=2, group_scoring="max")
     assert config.group_scoring == "max"
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.01, 0.3, 10.0])
+def test_sparsemixer_picks_and_weights_as_transformers_phimoe(eps):
+    from transformers.models.phimoe.modeling_phimoe import sparsemixer
+
+    torch.manual_seed(0)
+    ours = MoE(
+        8,
+        num_experts=6,
+        top_k=2,
+        expert=lambda: SwiGLU(8, hidden=4),
+        scoring="sparsemixer",
+        sparsemixer_eps=eps,
+        normalize=False,
+    )
+    x = torch.randn(200, 8)
+    with torch.no_grad():
+        weights, indices, probs = ours.route(x)
+        expected_weights, expected_indices = sparsemixer(ours.router(x), eps, training=False)
+    assert torch.equal(indices, expected_indices)
+    assert torch.equal(weights, expected_weights)
+    assert torch.allclose(probs.sum(-1), torch.ones(200))
+    with pytest.raises(ValueError, match="sparsemixer picks its experts itself"):
+        MoEConfig(num_experts=4, top_k=2, scoring="sparsemixer", n_group=2, topk_group=1)
