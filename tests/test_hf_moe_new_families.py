@@ -13,6 +13,7 @@ from zoo.hf import FAMILIES, HFImportError, hf_recipe
 
 LONGROPE = {"type": "longrope", "short_factor": [1.0] * 64, "long_factor": [2.0] * 64, "short_mscale": 1.2}
 LONGROPE |= {"long_mscale": 1.2, "original_max_position_embeddings": 4096}
+DBRX = {"model_type": "dbrx", "attn_config": {"clip_qkv": 8, "rope_theta": 500000}}
 REFUSED = [
     ({"model_type": "llama4_text", "router_jitter_noise": 0.1}, "router_jitter_noise=0.1 is not supported"),
     (
@@ -51,6 +52,12 @@ REFUSED = [
         "short_mscale=1.2 and long_mscale=1.5: PhiMoE's attention factor would change",
     ),
     ({"model_type": "phimoe", "rope_scaling": LONGROPE}, None),
+    (DBRX | {"attn_config": {"clip_qkv": 8, "rope_theta": 500000}}, "attn_config.rope_theta=500000 differs from"),
+    (DBRX | {"attn_config": {"rope_theta": 10000}}, "attn_config.clip_qkv=None is not supported"),
+    (DBRX | {"ffn_config": {"moe_normalize_expert_weights": 2.0}}, "renormalises the top-k weights to sum to one"),
+    (DBRX | {"ffn_config": {"ffn_act_fn": {"name": "silu", "alpha": 2}}}, "ffn_act_fn's name only"),
+    (DBRX | {"tie_word_embeddings": True}, "DbrxConfig refuses tied embeddings"),
+    (DBRX | {"rope_parameters": {"rope_type": "default", "rope_theta": 500000}}, None),
 ]
 
 
@@ -81,6 +88,9 @@ MISFITS = [
     ("phi-3.5-moe", {"positional.scaling": "linear", "positional.scaling_factor": 2.0}, "PhiMoE's rope is unscaled"),
     ("phi-3.5-moe", {"norm": {"type": "rmsnorm", "eps": 1e-5}}, "norm.type is 'rmsnorm', needs 'layernorm'"),
     ("phi-3.5-moe", {"ffn.scoring": "softmax"}, "ffn.scoring is 'softmax', needs 'sparsemixer'"),
+    ("dbrx-base", {"attention.clip_qkv": None}, "cannot run without one"),
+    ("dbrx-base", {"ffn.shared_expert": {"type": "swiglu", "hidden": 64}}, "ffn.shared_expert is"),
+    ("dbrx-base", {"norm.bias": True}, "norm.bias is True, needs False"),
 ]
 
 
