@@ -91,6 +91,8 @@ MISFITS = [
     ("dbrx-base", {"attention.clip_qkv": None}, "cannot run without one"),
     ("dbrx-base", {"ffn.shared_expert": {"type": "swiglu", "hidden": 64}}, "ffn.shared_expert is"),
     ("dbrx-base", {"norm.bias": True}, "norm.bias is True, needs False"),
+    ("granite-3.0-1b-a400m", {"ffn.scoring": "sigmoid"}, "ffn.scoring is 'sigmoid', needs 'softmax'"),
+    ("granite-3.0-1b-a400m", {"ffn.expert.bias": True}, "Mixtral's experts have no biases"),
 ]
 
 
