@@ -58,6 +58,12 @@ REFUSED = [
     (DBRX | {"ffn_config": {"ffn_act_fn": {"name": "silu", "alpha": 2}}}, "ffn_act_fn's name only"),
     (DBRX | {"tie_word_embeddings": True}, "DbrxConfig refuses tied embeddings"),
     (DBRX | {"rope_parameters": {"rope_type": "default", "rope_theta": 500000}}, None),
+    ({"model_type": "hunyuan_v1_dense", "use_cla": True}, "shares no keys and values across layers"),
+    ({"model_type": "hunyuan_v1_dense", "use_qk_norm": False}, "normalises queries and keys whatever"),
+    (
+        {"model_type": "hunyuan_v1_dense", "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}},
+        "a dynamic rope with an alpha needs head_dim",
+    ),
 ]
 
 
@@ -93,6 +99,8 @@ MISFITS = [
     ("dbrx-base", {"norm.bias": True}, "norm.bias is True, needs False"),
     ("granite-3.0-1b-a400m", {"ffn.scoring": "sigmoid"}, "ffn.scoring is 'sigmoid', needs 'softmax'"),
     ("granite-3.0-1b-a400m", {"ffn.expert.bias": True}, "Mixtral's experts have no biases"),
+    ("hunyuan-7b", {"attention.qk_norm_position": "before_rope"}, "rmsnorm of norm.eps after rope, per head"),
+    ("hunyuan-7b", {"attention.qk_norm": None, "attention.qk_norm_position": "before_rope"}, "HunYuan"),
 ]
 
 
