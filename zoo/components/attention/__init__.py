@@ -20,6 +20,11 @@ A ``window`` (sliding-window attention: Mistral, Qwen2, Starcoder2) lets each qu
                               query 4       x x x
                               query 5         x x x
 
+Llama 4's ``chunk_size`` cuts the positions into chunks, and a query sees the keys of its own chunk only (causal:
+up to itself); it decodes with a rolling cache of one chunk. Its NoPE layers may also scale each query by a
+temperature of its sequence index (``temperature_floor_scale``, ``temperature_scale``), and a q/k norm may apply to
+the rotated heads (``qk_norm_position: after_rope``: Llama 4, HunYuan); DBRX clamps q, k and v (``clip_qkv``).
+
 Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads,
 D head_dim, X num_experts, K top_k, W window.
 
