@@ -124,7 +124,7 @@ MAX_MODEL_EXPERTS = 65_536
 """Routed experts in the whole model, summed over its layers: each is a module to build."""
 MAX_VOCAB = 1 << 24
 """Token, segment and class vocabularies (``vocab_size``, ``type_vocab_size``, ``num_classes``)."""
-MAX_POSITIONS = 1 << 20
+MAX_POSITIONS = 1 << 24
 """Positions: ``max_len``, RoPE's ``original_max_len``, T5's ``num_buckets`` and ``max_distance``."""
 MAX_IMAGE_SIZE = 16_384
 """Side of an input image or patch in pixels (``image_size``, ``patch_size``)."""

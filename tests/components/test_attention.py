@@ -615,6 +615,8 @@ class TestSeams:
             "qk_norm",
             "positions",
             "key_mask",
+            "temperature",
+            "clip_qkv",
             "kernel",
             "scale",
             "softcap",

@@ -222,8 +222,8 @@ class TestGroupChecks:
         with pytest.raises(ValidationError, match=message):
             MoEConfig(num_experts=experts, top_k=top_k, n_group=n_group, topk_group=topk_group)
 
-    def test_scoring_must_be_softmax_or_sigmoid(self):
-        with pytest.raises(ValueError, match="scoring must be 'softmax' or 'sigmoid', not 'relu'"):
+    def test_scoring_must_be_softmax_sigmoid_or_sparsemixer(self):
+        with pytest.raises(ValueError, match="scoring must be 'softmax', 'sigmoid' or 'sparsemixer', not 'relu'"):
             make_moe(scoring="relu")
 
 

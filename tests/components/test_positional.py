@@ -403,5 +403,5 @@ class TestRopeScaling:
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
     def test_inconsistent_factors_are_refused(self):
-        with pytest.raises(ValueError, match=r"high_freq_factor \(1.0\) must exceed low_freq_factor \(2.0\)"):
+        with pytest.raises(ValueError, match=r"high_freq_factor \(1.0\) must be at least low_freq_factor \(2.0\)"):
             P.RopeConfig(scaling="llama3", low_freq_factor=2.0, high_freq_factor=1.0)

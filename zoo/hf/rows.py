@@ -4,6 +4,7 @@ padding row, RoPE, a gated FFN's activation and width, the pre-norm decoder stac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -315,3 +316,45 @@ def only_attention_differs(*fields: str) -> Requirement:
 def uses_rope(attention: Any) -> bool:
     """Whether a layer's attention rotates (a NoPE layer's ``rotary`` is ``{type: none}``)."""
     return attention.rotary is None or attention.rotary.type != "none"
+
+
+# ---------------------------------------------------------------------------------------------- stacked experts
+
+
+def stacked_experts(module: str, gate_up: str, down: str, *, inputs_first: bool) -> tuple[Any, Any]:
+    """``(layout, hf_layout)`` of a family whose checkpoint stacks each layer's gated experts in two tensors:
+    ``{layer}.{module}.{gate_up}``, every expert's gate then up projection, (X, 2H, E), and ``{down}``, every
+    expert's down projection, (X, E, H) (Granite-MoE); with ``inputs_first`` (X, E, 2H) and (X, H, E) (Llama 4).
+    ``layout`` names them one expert at a time as ``nn.Linear`` holds them, ``{layer}.{module}.experts.{e}.
+    gate_proj.weight`` (the names a table's rows use); ``hf_layout`` stacks them back."""
+    one = re.compile(rf"(.+)\.{module}\.experts\.(\d+)\.(gate|up|down)_proj\.weight")
+
+    def layout(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        out = {}
+        for name, t in state.items():
+            layer, found, leaf = name.partition(f".{module}.")
+            if not found or leaf not in (gate_up, down):
+                out[name] = t
+                continue
+            for e, w in enumerate(t.transpose(1, 2) if inputs_first else t):  # (2H, E) or (E, H)
+                parts = dict(zip(("gate", "up"), w.chunk(2), strict=True)) if leaf == gate_up else {"down": w}
+                out.update({f"{layer}.{module}.experts.{e}.{p}_proj.weight": x for p, x in parts.items()})
+        return out
+
+    def hf_layout(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        by: dict[str, dict[str, dict[int, torch.Tensor]]] = {}
+        for name, t in state.items():
+            match = one.fullmatch(name)
+            if match is None:
+                out[name] = t
+                continue
+            layer, e, p = match.groups()
+            by.setdefault(layer, {}).setdefault(p, {})[int(e)] = t
+        for layer, parts in by.items():
+            gate, up, w2 = (torch.stack([w for _, w in sorted(parts[p].items())]) for p in ("gate", "up", "down"))
+            for leaf, w in ((gate_up, torch.cat([gate, up], dim=1)), (down, w2)):
+                out[f"{layer}.{module}.{leaf}"] = (w.transpose(1, 2) if inputs_first else w).contiguous()
+        return out
+
+    return layout, hf_layout

@@ -20,10 +20,18 @@ def _kernel_inputs(query_len: int = 3, key_len: int = 5, seed: int = 0) -> dict[
     mask = torch.rand(2, 1, query_len, key_len, generator=g) > 0.4
     mask[0, 0, 0] = False  # a row with nothing to attend
     bias = torch.randn(1, 4, query_len, key_len, generator=g)
-    return {"q": q, "k": k, "v": v, "mask": mask, "bias": bias}
+    # Llama 4's chunks of 2 positions, the queries the last of the keys, a left-padded row's chunks shifted by one:
+    # a mask per row, (N, 1, L, S), as a chunked attention gives the kernel.
+    from zoo.components.attention.masks import chunked_mask
+    from zoo.components.kernels import causal_mask
+
+    key_pos = torch.arange(key_len)[None] - torch.tensor([[0], [1]])  # (2, S)
+    chunks = chunked_mask(key_pos[:, key_len - query_len :], key_pos, 2)[:, None] & causal_mask(query_len, key_len)
+    return {"q": q, "k": k, "v": v, "mask": mask, "bias": bias, "chunks": chunks}
 
 
 KERNEL_CASES: dict[str, tuple[tuple[int, int], tuple[str, ...], dict[str, Any]]] = {
+    # "mask=chunks": the input named chunks given as the mask
     "plain": ((3, 5), (), {}),
     "mask": ((3, 5), ("mask",), {}),
     "bias": ((3, 5), ("bias",), {}),
@@ -35,6 +43,8 @@ KERNEL_CASES: dict[str, tuple[tuple[int, int], tuple[str, ...], dict[str, Any]]]
     "causal-after-cache": ((3, 5), (), {"causal": True}),
     "one-query": ((1, 5), (), {"causal": True}),
     "one-masked-query": ((1, 5), ("mask",), {"causal": True}),
+    "chunked": ((5, 5), ("mask=chunks",), {"causal": True}),
+    "chunked-after-cache+bias": ((3, 5), ("mask=chunks", "bias"), {"causal": True}),
 }
 """Kernel contract cases: (query and key lengths, the inputs given, the options)."""
 
@@ -73,7 +83,7 @@ class KernelContract:
 
         (query_len, key_len), given, options = KERNEL_CASES[case]
         inputs = _kernel_inputs(query_len, key_len)
-        kwargs = {name: inputs[name] for name in given} | options
+        kwargs = {name.partition("=")[0]: inputs[name.rpartition("=")[2]] for name in given} | options
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
         with torch.no_grad():
             out = self._kernel(kernel_name)(q, k, v, **kwargs)

@@ -20,6 +20,11 @@ A ``window`` (sliding-window attention: Mistral, Qwen2, Starcoder2) lets each qu
                               query 4       x x x
                               query 5         x x x
 
+Llama 4's ``chunk_size`` cuts the positions into chunks, and a query sees the keys of its own chunk only (causal:
+up to itself); it decodes with a rolling cache of one chunk. Its NoPE layers may also scale each query by a
+temperature of its sequence index (``temperature_floor_scale``, ``temperature_scale``), and a q/k norm may apply to
+the rotated heads (``qk_norm_position: after_rope``: Llama 4, HunYuan); DBRX clamps q, k and v (``clip_qkv``).
+
 Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key/value heads,
 D head_dim, X num_experts, K top_k, W window.
 
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 from zoo.hookspecs import hookimpl
 
-from .base import _Attention
+from .base import QueryTemperature, _Attention
 from .gqa import (
     AttentionConfig,
     GQAConfig,
@@ -46,10 +51,12 @@ from .gqa import (
 )
 from .masks import (
     BlockSparse,
+    Chunks,
     KeyMask,
     SlidingWindow,
     block_sparse_mask,
     causal_mask,
+    chunked_mask,
     random_block_choice,
     sliding_window_mask,
 )
@@ -57,14 +64,17 @@ from .moa import MixtureOfAttentionHeads, MoAConfig
 
 __all__ = [
     "causal_mask",
+    "chunked_mask",
     "sliding_window_mask",
     "block_sparse_mask",
     "random_block_choice",
     "BlockSparse",
+    "Chunks",
     "KeyMask",
     "LayerPositions",
     "ProjectionBiases",
     "QKNorm",
+    "QueryTemperature",
     "SlidingWindow",
     "MultiHeadAttention",
     "GroupedQueryAttention",

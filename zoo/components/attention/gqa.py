@@ -6,7 +6,7 @@ Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Annotated, Any, ClassVar, Literal
 
 import torch
@@ -21,47 +21,30 @@ from zoo.label import Label, attention_label
 from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
 
-from .base import _Attention, _indivisible, _resolve_head_dim
-from .masks import BlockSparse, KeyMask, SlidingWindow
+from .base import (
+    LayerPositions,
+    ProjectionBiases,
+    QKNorm,
+    QueryTemperature,
+    _Attention,
+    _indivisible,
+    _resolve_head_dim,
+)
+from .masks import BlockSparse, Chunks, KeyMask, SlidingWindow
 from .sinks import with_sinks
 
 SINKS_AND_SOFTCAP = "sinks with softcap: the kernels would cap the sink's logit too (no model has both)"
-
-
-@dataclass(frozen=True)
-class ProjectionBiases:
-    """The projections seam: which of the q, k, v and o projections learn a bias (Qwen2: q, k, v but not o)."""
-
-    q: bool = True
-    k: bool = True
-    v: bool = True
-    o: bool = True
-
-
-@dataclass(frozen=True)
-class QKNorm:
-    """The q/k norm seam: ``build(width)`` makes the queries' norm and the keys', applied before positions rotate
-    them, over each head's ``head_dim`` features (``scope="head"``: Qwen3) or a projection's (OLMo 2)."""
-
-    build: Callable[[int], nn.Module]
-    scope: Literal["head", "projection"] = "head"
-
-
-@dataclass(frozen=True)
-class LayerPositions:
-    """The positions seam: encodings of this layer's own, each replacing the stack's ``pos``: a rotary encoding
-    (Gemma 3's local layers) and a score bias (UMT5's buckets in every layer); ``build()`` makes each."""
-
-    rotary: Callable[[], nn.Module] | None = None
-    score_bias: Callable[[], nn.Module] | None = None
+STACK_POSITIONS = LayerPositions()  # no encoding of the layer's own: the stack's
+QK_NORM_AFTER_ROPE = "qk_norm_position after_rope normalises each rotated head: it needs qk_norm_scope head"
 
 
 class GroupedQueryAttention(_Attention):
     """Grouped-query attention: H query heads share Hkv key/value heads (H = Hkv is MHA, Hkv = 1 MQA).
 
     The one softmax attention of zoo. Its options come in seams, each defaulting to the identity, so each family
-    switches on only what it needs: the projections' biases, q/k norms (Qwen3, OLMo 2), positions of the layer's
-    own (Gemma 3's local rotary, UMT5's bias), the keys a query sees (a sliding window, BigBird's blocks; through
+    switches on only what it needs: the projections' biases and clamp (DBRX), q/k norms (Qwen3, OLMo 2; after the
+    rotation: Llama 4, HunYuan), positions of the layer's own (Gemma 3's local rotary, UMT5's bias), a temperature
+    per query (Llama 4), the keys a query sees (a sliding window, Llama 4's chunks, BigBird's blocks; through
     :meth:`key_mask` any pattern, in a subclass), the kernel and its scale, soft-cap (Gemma 2) and dropout, and
     the cache (sized by the key mask's window). A recipe's flat options become these seams in
     :meth:`from_options`, the registered factory.
@@ -74,8 +57,12 @@ class GroupedQueryAttention(_Attention):
         bias: a bias in every projection (True), none (False), or per projection (:class:`ProjectionBiases`).
         qk_norm: normalise queries and keys (:class:`QKNorm`); None: not.
         positions: this layer's own encodings (:class:`LayerPositions`); by default the stack's ``pos``.
-        key_mask: the keys each query sees beyond padding and causality (``masks.SlidingWindow``,
+        key_mask: the keys each query sees beyond padding and causality (``masks.SlidingWindow``, ``masks.Chunks``,
             ``masks.BlockSparse``), whose ``window`` sizes the decoding cache (a rolling buffer); None: every key.
+        temperature: scale each query by a factor of its sequence index (:class:`base.QueryTemperature`, Llama 4's
+            NoPE layers), after any rotation and norm; None: not.
+        clip_qkv: clamp the q, k and v projections to ``[-clip_qkv, clip_qkv]`` before anything else (DBRX);
+            None: not.
         kernel: computes the attention from q, k, v (``zoo.components.kernels``); ``zoo.use_kernel`` swaps it.
         scale: score scale; None means ``1 / sqrt(head_dim)``.
         softcap: scores become ``softcap * tanh(scores / softcap)`` before masking; None: no cap.
@@ -100,8 +87,10 @@ class GroupedQueryAttention(_Attention):
         head_dim: int | None = None,
         bias: bool | ProjectionBiases = True,
         qk_norm: QKNorm | None = None,
-        positions: LayerPositions = LayerPositions(),
+        positions: LayerPositions = STACK_POSITIONS,
         key_mask: KeyMask | None = None,
+        temperature: QueryTemperature | None = None,
+        clip_qkv: float | None = None,
         kernel: Kernel = sdpa,
         scale: float | None = None,
         softcap: float | None = None,
@@ -131,8 +120,12 @@ class GroupedQueryAttention(_Attention):
         self.v_proj = nn.Linear(d_model, kv_dim, bias=on.v, **factory)
         self.o_proj = residual_output(nn.Linear(q_dim, d_model, bias=on.o, **factory))
         self.sinks = nn.Parameter(torch.zeros(num_heads, **factory)) if sinks else None
+        self.temperature = None if cross else temperature
+        self.clip_qkv = clip_qkv
         if qk_norm is not None:
-            self.qk_norm_scope = qk_norm.scope
+            if qk_norm.after_rope and qk_norm.scope != "head":
+                raise ValueError(QK_NORM_AFTER_ROPE)
+            self.qk_norm_scope, self.qk_norm_after_rope = qk_norm.scope, qk_norm.after_rope
             per_head = qk_norm.scope == "head"
             self.q_norm = qk_norm.build(self.head_dim if per_head else q_dim)
             self.k_norm = qk_norm.build(self.head_dim if per_head else kv_dim)
@@ -156,9 +149,14 @@ class GroupedQueryAttention(_Attention):
         o_bias: bool | None = None,
         qk_norm: Callable[[int], nn.Module] | None = None,
         qk_norm_scope: Literal["head", "projection"] = "head",
+        qk_norm_position: Literal["before_rope", "after_rope"] = "before_rope",
         rotary: Callable[[], nn.Module] | None = None,
         position_bias: Callable[[], nn.Module] | None = None,
         window: int | None = None,
+        chunk_size: int | None = None,
+        temperature_floor_scale: int | None = None,
+        temperature_scale: float | None = None,
+        clip_qkv: float | None = None,
         sparse_block_size: int | None = None,
         random_blocks: int = 0,
         random_seed: int = 0,
@@ -179,17 +177,25 @@ class GroupedQueryAttention(_Attention):
         key_mask = None
         if window is not None:
             key_mask = SlidingWindow(window)
+        elif chunk_size is not None:
+            key_mask = Chunks(chunk_size)
         elif sparse_block_size is not None:
             key_mask = BlockSparse(sparse_block_size, random_blocks, random_seed)
+        temperature = None
+        if temperature_floor_scale is not None and temperature_scale is not None:
+            temperature = QueryTemperature(temperature_floor_scale, temperature_scale)
+        after_rope = qk_norm_position == "after_rope"
         return cls(
             d_model,
             num_heads=num_heads,
             num_kv_heads=num_kv_heads,
             head_dim=head_dim,
             bias=biases,
-            qk_norm=None if qk_norm is None else QKNorm(qk_norm, qk_norm_scope),
+            qk_norm=None if qk_norm is None else QKNorm(qk_norm, qk_norm_scope, after_rope),
             positions=LayerPositions(rotary, position_bias),
             key_mask=key_mask,
+            temperature=temperature,
+            clip_qkv=clip_qkv,
             kernel=kernel,
             scale=scale,
             softcap=softcap,
@@ -235,7 +241,9 @@ class GroupedQueryAttention(_Attention):
 
     def extra_repr(self) -> str:
         extra = f", softcap={self.softcap}" if self.softcap is not None else ""
-        extra += f", window={self.window}" if self.window is not None else ""
+        extra += (
+            f", {'chunk_size' if isinstance(self.pattern, Chunks) else 'window'}={self.window}" if self.window else ""
+        )
         extra += ", sinks=True" if self.sinks is not None else ""
         return (
             f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
@@ -274,6 +282,23 @@ class AttentionConfig(ComponentConfig):
     qk_norm_scope: Literal["head", "projection"] = Field(
         "head", description="head: over each head's head_dim (Qwen3); projection: over the whole q/k (OLMo 2)."
     )
+    qk_norm_position: Literal["before_rope", "after_rope"] = Field(
+        "before_rope",
+        description="Where qk_norm applies: to the projected queries and keys (Qwen3), or after_rope, to each "
+        "rotated head (Llama 4's weightless RMSNorm, HunYuan's; scope head only).",
+    )
+    clip_qkv: float | None = Field(
+        None, gt=0, description="Clamp the q, k and v projections to ±clip_qkv before anything else (DBRX: 8)."
+    )
+    temperature_floor_scale: int | None = Field(
+        None,
+        ge=1,
+        description="Llama 4's temperature tuning (its NoPE layers): the query at sequence index i is scaled by "
+        "1 + temperature_scale * log1p(floor((i + 1) / temperature_floor_scale)) (Llama 4: 8192); none: off.",
+    )
+    temperature_scale: float | None = Field(
+        None, gt=0, description="The strength of temperature tuning (Llama 4's attn_scale: 0.1); with its floor."
+    )
     sinks: bool = Field(
         False,
         description="A learned logit per query head that joins every softmax denominator, its value zero, so a "
@@ -284,6 +309,12 @@ class AttentionConfig(ComponentConfig):
         ge=1,
         description="Sliding window: each query sees the `window` most recent keys, itself included (Mistral 7B: "
         "4096), and decoding caches only those; default every key.",
+    )
+    chunk_size: int | None = Field(
+        None,
+        ge=1,
+        description="Chunked local attention (Llama 4: 8192): positions fall into chunks of this many, and a query "
+        "sees the keys of its own chunk only (causal: up to itself); decoding caches chunk_size keys.",
     )
     rotary: Annotated[Nested | None, Spec("positional")] = Field(
         None,
@@ -313,7 +344,11 @@ class AttentionConfig(ComponentConfig):
         {"num_heads": 4, "head_dim": 6, "bias": False, "q_bias": True, "v_bias": True, "softcap": 5.0},
         {"num_heads": 4, "sparse_block_size": 2, "random_blocks": 0},
         {"num_heads": 4, "qk_norm": "rmsnorm"},
+        {"num_heads": 4, "qk_norm": {"type": "rmsnorm", "affine": False}, "qk_norm_position": "after_rope"},
+        {"num_heads": 4, "clip_qkv": 0.3},
         {"num_heads": 4, "window": 3},
+        {"num_heads": 4, "chunk_size": 3},
+        {"num_heads": 4, "rotary": {"type": "none"}, "temperature_floor_scale": 2, "temperature_scale": 0.5},
         {"num_heads": 4, "sinks": True, "window": 3},
         {"num_heads": 4, "rotary": {"type": "rope", "theta": 100.0}},
         {"num_heads": 4, "rotary": {"type": "none"}},
@@ -334,6 +369,7 @@ class AttentionConfig(ComponentConfig):
             problems.append(_indivisible(ctx.d_model, self.num_heads, "num_heads"))
         if self.sinks and self.softcap is not None:
             problems.append(SINKS_AND_SOFTCAP)
+        problems += self._option_problems()
         if self.rotary is not None and not ctx.cross:
             problems += self._rotary_problems(ctx)
         if self.position_bias is not None and not ctx.cross:
@@ -343,6 +379,17 @@ class AttentionConfig(ComponentConfig):
                 "sparse_block_size: BigBird's block-sparse attention is bidirectional and windowless (an encoder's, "
                 "without window)"
             )
+        return problems
+
+    def _option_problems(self) -> list[str]:
+        """Why the chunks, the q/k norm's position or the temperature do not go with the other options."""
+        problems = []
+        if self.chunk_size is not None and (self.window is not None or self.sparse_block_size is not None):
+            problems.append("chunk_size is a pattern of keys of its own: give it without window or sparse_block_size")
+        if self.qk_norm_position == "after_rope" and (self.qk_norm is None or self.qk_norm_scope != "head"):
+            problems.append(f"{QK_NORM_AFTER_ROPE}, and a qk_norm")
+        if (self.temperature_floor_scale is None) != (self.temperature_scale is None):
+            problems.append("temperature tuning needs both temperature_floor_scale and temperature_scale")
         return problems
 
     def _position_bias_problems(self, ctx: BuildContext) -> list[str]:
@@ -402,7 +449,7 @@ class AttentionConfig(ComponentConfig):
             matmul=weights,
             score_width=H * D,
             kv_width=Hkv * D,
-            window=None if ctx.cross else self.window,  # caps the keys scored and cached per query
+            window=None if ctx.cross else (self.window or self.chunk_size),  # caps the keys scored and cached
             acts=E + 2 * H * D + 2 * Hkv * D + norm_acts,  # input, q, k, v, attention output (and normed q, k)
         )
 

@@ -1,5 +1,6 @@
 """Which keys each query may see: sliding windows and BigBird's block-sparse pattern, as ``(L, S)`` bool masks
-(True = may attend) over sequence indices. Causality is ``zoo.components.kernels.causal_mask``."""
+(True = may attend) over sequence indices, and Llama 4's chunks over positions. Causality is
+``zoo.components.kernels.causal_mask``."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from zoo.components.kernels import causal_mask
 
 __all__ = [
     "BlockSparse",
+    "Chunks",
     "KeyMask",
     "SlidingWindow",
     "block_sparse_mask",
     "causal_mask",
+    "chunked_mask",
     "random_block_choice",
     "sliding_window_mask",
 ]
@@ -32,6 +35,15 @@ def sliding_window_mask(
     """
     distance = query_index[:, None] - key_index[None, :]  # (L, S)
     return (distance < window) & (distance >= -lookahead)
+
+
+def chunked_mask(query_pos: torch.Tensor, key_pos: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """``(..., L, S)`` bool, True where the query at position ``p`` and the key at position ``k`` share a chunk of
+    ``chunk_size`` positions (``p // chunk_size == k // chunk_size``); ``query_pos`` (..., L), ``key_pos`` (..., S).
+
+    Over positions, not sequence indices: a left-padded row's chunks start at its first real token, as
+    transformers' ``chunked_overlay`` starts them (``(idx - left_padding) // chunk_size``) for Llama 4."""
+    return (query_pos[..., :, None] // chunk_size) == (key_pos[..., None, :] // chunk_size)
 
 
 def random_block_choice(num_blocks: int, random_blocks: int, seed: int, device=None) -> torch.Tensor:
@@ -77,7 +89,9 @@ class KeyMask(Protocol):
 
     Called with the sequence indices of the queries ``(L,)`` and keys ``(S,)`` and whether the attention is
     causal, it gives ``(L, S)`` bool (True = may attend). ``window`` is the most keys a query sees, which sizes a
-    decoding cache (a rolling buffer), or None when a query may see any key."""
+    decoding cache (a rolling buffer), or None when a query may see any key. A pattern whose ``by_position`` is
+    True (``Chunks``) is called with the positions of the queries ``(N|1, L)`` and keys ``(N|1, S)`` instead, and
+    gives ``(N|1, L, S)``."""
 
     window: int | None
 
@@ -110,3 +124,32 @@ class BlockSparse:
 
     def __call__(self, query_index: torch.Tensor, key_index: torch.Tensor, causal: bool) -> torch.Tensor | None:
         return block_sparse_mask(query_index, key_index, self.block_size, self.random_blocks, self.seed)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Chunked local attention (Llama 4's ``attention_chunk_size``): positions fall into chunks of ``chunk_size``,
+    and a query sees only the keys of its own chunk (causal: up to itself). Called with positions ``(N|1, L)`` and
+    ``(N|1, S)`` (``by_position``), not sequence indices; a query sees at most ``chunk_size`` keys, the most recent
+    ones, so a rolling cache of ``window = chunk_size`` keys decodes it::
+
+        chunk_size = 3, causal     keys ->  0 1 2 3 4 5
+                                  query 0   x
+                                  query 2   x x x
+                                  query 3         x
+                                  query 5         x x x
+    """
+
+    chunk_size: int
+    by_position: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size ({self.chunk_size}) must be >= 1, or None for no chunks")
+
+    @property
+    def window(self) -> int:
+        return self.chunk_size
+
+    def __call__(self, query_pos: torch.Tensor, key_pos: torch.Tensor, causal: bool) -> torch.Tensor:
+        return chunked_mask(query_pos, key_pos, self.chunk_size)

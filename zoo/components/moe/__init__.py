@@ -7,13 +7,15 @@ DeepSeek-V3).
     choosing:        scores (+ correction bias) ─► best topk_group of n_group groups ─► top_k ─► indices (T, k)
     weighting:       their scores (no bias) ─► renormalised (optional) ─► × routed_scaling_factor ─► weights (T, k)
     each expert e:   its rows (T_e, E) ─► expert e ─► × their weights ─► added back at their rows
+                     (weighted_input: × their weights ─► expert e ─► added back)
     shared_expert:   every row ─► shared_expert ─► × sigmoid(shared_expert_gate) (optional) ─► added (optional)
 
 The defaults are Mixtral's router (softmax, top_k renormalised, no groups, no bias, no scaling); Qwen2-MoE
 keeps the top_k softmax probabilities as they are (``normalize: false``) and gates its shared expert;
 DeepSeek-V3 scores with a sigmoid, chooses with a correction bias among the best groups, renormalises and
 scales by 2.5; gpt-oss's router learns a bias on its logits (``router_bias``) and weights the top_k by a softmax
-over their logits, which is Mixtral's renormalised softmax.
+over their logits, which is Mixtral's renormalised softmax; Llama 4 scales each chosen expert's input by the
+sigmoid of its logit rather than its output (``weighted_input``).
 
 The experts are ordinary FFN modules (anything mapping ``(N, L, E) -> (N, L, E)`` position-wise), so an
 MoE is usable without zoo: ``MoE(64, num_experts=4, top_k=2, expert=lambda: GatedMLP(64, hidden=128))``.

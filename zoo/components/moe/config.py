@@ -12,7 +12,7 @@ from zoo.label import SKIP_OPTIONS, Label, options, widths, wrap
 from zoo.limits import MAX_EXPERTS
 
 from .experts import GroupedExperts
-from .layer import check_groups, check_top_k
+from .layer import SPARSEMIXER_ALONE, check_groups, check_top_k
 
 
 class MoEConfig(ComponentConfig):
@@ -31,8 +31,16 @@ class MoEConfig(ComponentConfig):
     normalize: bool = Field(
         True, description="Renormalise the chosen experts' scores to sum to 1 (Qwen2-MoE's norm_topk_prob: false)."
     )
-    scoring: Literal["softmax", "sigmoid"] = Field(
-        "softmax", description="Router scores: a softmax over experts, or a sigmoid per expert (DeepSeek-V3)."
+    scoring: Literal["softmax", "sigmoid", "sparsemixer"] = Field(
+        "softmax",
+        description="Router scores: a softmax over experts, a sigmoid per expert (DeepSeek-V3), or PhiMoE's "
+        "sparsemixer (eval mode: each pick weighted by its softmax among the experts near it, not renormalised).",
+    )
+    sparsemixer_eps: float = Field(
+        0.01,
+        ge=0,
+        description="sparsemixer: a pick's softmax spans the experts whose logit is within a relative 2·eps of "
+        "it (PhiMoE's router_jitter_noise: 0.01).",
     )
     correction_bias: bool = Field(
         False,
@@ -46,7 +54,12 @@ class MoEConfig(ComponentConfig):
         1,
         ge=1,
         le=MAX_EXPERTS,
-        description="Groups each token chooses among, by their two best scores (DeepSeek-V3: 4).",
+        description="Groups each token chooses among, by their group_scoring (DeepSeek-V3: 4, DeepSeek-V2: 3).",
+    )
+    group_scoring: Literal["top2", "max"] = Field(
+        "top2",
+        description="How a group scores: the sum of its two best experts' scores (top2: DeepSeek-V3's noaux_tc) or "
+        "its best one's (max: DeepSeek-V2's group_limited_greedy).",
     )
     routed_scaling_factor: float = Field(
         1.0, gt=0, description="Multiplies the routed experts' weights (DeepSeek-V3: 2.5)."
@@ -58,6 +71,11 @@ class MoEConfig(ComponentConfig):
         False,
         description="The router learns a bias on its logits (gpt-oss, whose softmax over the top_k logits is "
         "scoring: softmax with normalize: true).",
+    )
+    weighted_input: bool = Field(
+        False,
+        description="Each chosen expert takes the token scaled by the router's weight and its output is added as it "
+        "is, expert(w * x), instead of w * expert(x) (Llama 4, with scoring: sigmoid and normalize: false).",
     )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
@@ -82,18 +100,48 @@ class MoEConfig(ComponentConfig):
             "topk_group": 2,
             "routed_scaling_factor": 2.5,
         },
+        {  # DeepSeek-V2: softmax scores, groups by their best expert, the weights scaled, not renormalised
+            "num_experts": 6,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "shared_expert": {"type": "swiglu", "hidden": 16},
+            "normalize": False,
+            "n_group": 6,
+            "topk_group": 2,
+            "group_scoring": "max",
+            "routed_scaling_factor": 16.0,
+        },
+        {  # PhiMoE: sparsemixer's two picks, each weighted among the experts near it
+            "num_experts": 4,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "scoring": "sparsemixer",
+            "sparsemixer_eps": 0.1,
+            "normalize": False,
+        },
         {  # gpt-oss: a biased router, biased experts clamped and shifted
             "num_experts": 4,
             "top_k": 2,
             "expert": {"type": "swiglu", "hidden": 8, "bias": True, "alpha": 1.702, "limit": 0.5, "up_shift": 1.0},
             "router_bias": True,
         },
+        {  # Llama 4: a sigmoid of the top-k logits scales the experts' input; a shared expert
+            "num_experts": 4,
+            "top_k": 2,
+            "expert": {"type": "swiglu", "hidden": 8},
+            "shared_expert": {"type": "swiglu", "hidden": 8},
+            "scoring": "sigmoid",
+            "normalize": False,
+            "weighted_input": True,
+        },
     )
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoEConfig:
         check_top_k(self.top_k, self.num_experts)
-        check_groups(self.num_experts, self.top_k, self.n_group, self.topk_group)
+        check_groups(self.num_experts, self.top_k, self.n_group, self.topk_group, self.group_scoring)
+        if self.scoring == "sparsemixer" and (self.correction_bias or self.n_group > 1):
+            raise ValueError(SPARSEMIXER_ALONE)
         if self.shared_expert_gate and self.shared_expert is None:
             raise ValueError("shared_expert_gate scales the shared expert: give a shared_expert too")
         return self

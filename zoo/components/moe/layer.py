@@ -12,6 +12,8 @@ import torch.nn.functional as F
 
 from .experts import GroupedExperts, _build_expert
 
+SPARSEMIXER_ALONE = "sparsemixer picks its experts itself: no correction_bias, no groups"
+
 
 def check_top_k(top_k: int, num_experts: int) -> None:
     """Raise ``ValueError`` unless each token can pick ``top_k`` distinct experts."""
@@ -19,9 +21,9 @@ def check_top_k(top_k: int, num_experts: int) -> None:
         raise ValueError(f"top_k ({top_k}) must be <= num_experts ({num_experts})")
 
 
-def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) -> None:
+def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int, group_scoring: str = "top2") -> None:
     """Raise ``ValueError`` unless group-limited routing can pick ``top_k`` experts from ``topk_group`` of
-    ``n_group`` equal groups (each of at least two experts: a group scores by its two best)."""
+    ``n_group`` equal groups (each of at least two experts where a group scores by its two best)."""
     if n_group == 1 and topk_group == 1:
         return
     if num_experts % n_group:
@@ -29,7 +31,7 @@ def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) ->
     if topk_group > n_group:
         raise ValueError(f"topk_group ({topk_group}) must be <= n_group ({n_group})")
     per_group = num_experts // n_group
-    if per_group < 2:
+    if per_group < 2 and group_scoring == "top2":
         raise ValueError(
             f"n_group ({n_group}) leaves {per_group} expert per group; a group scores by its two best experts, "
             "so each needs at least 2 (use fewer groups)"
@@ -67,20 +69,28 @@ class MoE(nn.Module):
         normalize: renormalise the chosen experts' scores to sum to one (Mixtral, DeepSeek-V3); False keeps
             them as scored (Qwen2-MoE's ``norm_topk_prob: false``).
         scoring: ``softmax`` over the router logits (Mixtral, Qwen) or an independent ``sigmoid`` per expert
-            (DeepSeek-V3), computed in float32 from a float32 copy of the router weight.
+            (DeepSeek-V3), computed in float32 from a float32 copy of the router weight; or ``sparsemixer``
+            (PhiMoE, in float32: see :meth:`_sparsemixer`), which picks and weights its experts itself (in eval
+            mode, as zoo always does: transformers trains it by sampling, which zoo does not).
+        sparsemixer_eps: how near, relatively, an expert's logit must be to a pick's to share its softmax
+            (PhiMoE's ``router_jitter_noise``: 0.01).
         correction_bias: a per-expert float32 buffer ``e_score_correction_bias`` (zeros until loaded; DeepSeek
             adjusts it outside the gradient to balance the load) added to the scores to choose the experts,
             not to weight them.
-        n_group: experts form this many equal groups (of at least two); each group scores by the sum of
-            its two best scores (bias included), and a token chooses only among ``topk_group`` best groups.
-            1 (with ``topk_group`` 1): no groups.
+        n_group: experts form this many equal groups; each group scores by ``group_scoring`` (bias included),
+            and a token chooses only among ``topk_group`` best groups. 1 (with ``topk_group`` 1): no groups.
         topk_group: groups each token chooses among.
+        group_scoring: ``top2``, a group's score is the sum of its two best experts' (DeepSeek-V3's
+            ``noaux_tc``; groups of at least two), or ``max``, its best expert's (DeepSeek-V2's
+            ``group_limited_greedy``).
         routed_scaling_factor: multiplies the routed experts' weights, after any renormalisation
             (DeepSeek-V3: 2.5).
         shared_expert_gate: scale the shared expert's output by ``sigmoid(shared_expert_gate(x))``, a learned
             ``Linear(E, 1)`` without bias (Qwen2-MoE); needs a ``shared_expert``.
         router_bias: the router's linear layer learns a bias, added to the logits before they are scored
             (gpt-oss; with softmax scoring and ``normalize``, its weights are a softmax over the top_k logits).
+        weighted_input: each chosen expert takes the token scaled by its weight, and its output is added as it
+            is (Llama 4: ``expert(w * x)``), instead of ``w * expert(x)``.
         device: device of the parameters (experts are built under it).
         dtype: dtype of the parameters (experts are cast to it).
 
@@ -100,21 +110,28 @@ class MoE(nn.Module):
         shared_expert: Callable[[], nn.Module] | None = None,
         aux_loss_coef: float = 0.01,
         normalize: bool = True,
-        scoring: Literal["softmax", "sigmoid"] = "softmax",
+        scoring: Literal["softmax", "sigmoid", "sparsemixer"] = "softmax",
+        sparsemixer_eps: float = 0.01,
         correction_bias: bool = False,
         n_group: int = 1,
         topk_group: int = 1,
+        group_scoring: Literal["top2", "max"] = "top2",
         routed_scaling_factor: float = 1.0,
         shared_expert_gate: bool = False,
         router_bias: bool = False,
+        weighted_input: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         check_top_k(top_k, num_experts)
-        check_groups(num_experts, top_k, n_group, topk_group)
-        if scoring not in ("softmax", "sigmoid"):
-            raise ValueError(f"scoring must be 'softmax' or 'sigmoid', not {scoring!r}")
+        check_groups(num_experts, top_k, n_group, topk_group, group_scoring)
+        if group_scoring not in ("top2", "max"):
+            raise ValueError(f"group_scoring must be 'top2' or 'max', not {group_scoring!r}")
+        if scoring not in ("softmax", "sigmoid", "sparsemixer"):
+            raise ValueError(f"scoring must be 'softmax', 'sigmoid' or 'sparsemixer', not {scoring!r}")
+        if scoring == "sparsemixer" and (correction_bias or n_group > 1):
+            raise ValueError(SPARSEMIXER_ALONE)
         if shared_expert_gate and shared_expert is None:
             raise ValueError("shared_expert_gate scales the shared expert: give a shared_expert too")
         self.num_experts = num_experts
@@ -122,9 +139,12 @@ class MoE(nn.Module):
         self.aux_loss_coef = aux_loss_coef
         self.normalize = normalize
         self.scoring = scoring
+        self.sparsemixer_eps = sparsemixer_eps
         self.n_group = n_group
         self.topk_group = topk_group
+        self.group_scoring = group_scoring
         self.routed_scaling_factor = routed_scaling_factor
+        self.weighted_input = weighted_input
         self.router = nn.Linear(d_model, num_experts, bias=router_bias, device=device, dtype=dtype)
         # A buffer, not a parameter: no gradient moves it (DeepSeek-V3 nudges it by the load), and Hugging Face
         # holds it as one. float32 whatever the model's dtype, as the scores it is added to.
@@ -157,13 +177,17 @@ class MoE(nn.Module):
             (softmax probabilities or sigmoids, without the correction bias).
         """
         tokens = x.reshape(-1, x.shape[-1])  # (T, E)
-        if self.scoring == "softmax":
+        if self.scoring == "sparsemixer":
+            weights, indices, probs = self._sparsemixer(self.router(tokens).float())
+        elif self.scoring == "softmax":
             # float32 softmax as in Mixtral: bf16 probabilities are too coarse to rank and weight experts well.
             probs = self.router(tokens).float().softmax(dim=-1)  # (T, X)
         else:  # DeepSeek-V3 keeps its router in float32 and scores there
             bias = None if self.router.bias is None else self.router.bias.float()
             probs = F.linear(tokens.float(), self.router.weight.float(), bias).sigmoid()  # (T, X)
-        if self.e_score_correction_bias is None and self.n_group == 1:
+        if self.scoring == "sparsemixer":
+            pass  # chosen one by one above
+        elif self.e_score_correction_bias is None and self.n_group == 1:
             weights, indices = probs.topk(self.top_k, dim=-1)  # (T, k), (T, k)
         else:
             choice = probs if self.e_score_correction_bias is None else probs + self.e_score_correction_bias
@@ -179,15 +203,32 @@ class MoE(nn.Module):
             weights = weights * self.routed_scaling_factor
         return weights, indices, probs
 
+    def _sparsemixer(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """PhiMoE's sparsemixer as transformers computes it in eval mode, from float32 ``logits`` (T, X): the
+        experts are picked one at a time, best logit first; each pick's weight is its softmax among the experts not
+        yet picked whose logit ``s`` is near the pick's ``m``, ``(m - s) / max(|s|, m) <= 2 * sparsemixer_eps``.
+        Returns (weights, indices, the softmax of all logits for the load-balancing loss)."""
+        weights, indices, left = [], [], logits
+        for _ in range(self.top_k):
+            best, index = left.max(dim=-1, keepdim=True)  # (T, 1)
+            far = (best - logits) / logits.abs().clamp(min=best) > 2 * self.sparsemixer_eps  # (T, X)
+            weights.append(left.masked_fill(far, float("-inf")).softmax(dim=-1).gather(-1, index))
+            indices.append(index)
+            left = left.scatter(-1, index, float("-inf"))
+        return torch.cat(weights, dim=-1), torch.cat(indices, dim=-1), logits.softmax(dim=-1)
+
     def _best_groups(self, choice: torch.Tensor) -> torch.Tensor:
         """``choice`` (T, X) with the experts outside each token's ``topk_group`` best groups at -inf.
 
         A group scores by the sum of its two best experts' scores (DeepSeek-V3's ``noaux_tc``), exactly as
-        Hugging Face's ``DeepseekV3TopkRouter``.
+        Hugging Face's ``DeepseekV3TopkRouter``, or by its best one (``max``: ``DeepseekV2TopkRouter``).
         """
         t, G = choice.shape[0], self.n_group
         grouped = choice.view(t, G, self.num_experts // G)  # (T, G, X/G)
-        group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)  # (T, G)
+        if self.group_scoring == "max":
+            group_scores = grouped.max(dim=-1).values  # (T, G)
+        else:
+            group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)  # (T, G)
         best = group_scores.topk(self.topk_group, dim=-1, sorted=False).indices  # (T, topk_group)
         keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best, True)  # (T, G)
         keep = keep.unsqueeze(-1).expand_as(grouped).reshape(t, self.num_experts)  # (T, X)
@@ -209,12 +250,14 @@ class MoE(nn.Module):
         for e in range(self.num_experts):
             # The (token, slot) pairs routed to e; their count is data-dependent, hence nonzero.
             token, slot = torch.nonzero(indices == e, as_tuple=True)  # (T_e,), (T_e,)
+            w = weights[token, slot, None]  # (T_e, 1)
+            routed = tokens[token] * w if self.weighted_input else tokens[token]  # (T_e, E)
             if grouped:
-                y = self.experts(tokens[token], e)  # (T_e, E)
+                y = self.experts(routed, e)  # (T_e, E)
             else:
-                y = self.experts[e](tokens[token].unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
+                y = self.experts[e](routed.unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
             # A token picks an expert at most once, so `token` has no repeats and the add is deterministic.
-            out.index_add_(0, token, y * weights[token, slot, None])
+            out.index_add_(0, token, y if self.weighted_input else y * w)
         out = out.view_as(x)  # (N, L, E)
         if self.shared_expert is not None:
             shared = self.shared_expert(x)
@@ -232,8 +275,11 @@ class MoE(nn.Module):
             extra += f", scoring={self.scoring}"
         if self.n_group > 1:
             extra += f", n_group={self.n_group}, topk_group={self.topk_group}"
+            extra += f", group_scoring={self.group_scoring}" if self.group_scoring != "top2" else ""
         if self.routed_scaling_factor != 1.0:
             extra += f", routed_scaling_factor={self.routed_scaling_factor}"
         if self.router.bias is not None:
             extra += ", router_bias=True"
+        if self.weighted_input:
+            extra += ", weighted_input=True"
         return f"num_experts={self.num_experts}, top_k={self.top_k}{extra}"

@@ -157,8 +157,8 @@ def scaling_problems(
 ) -> list[str]:
     """Why these scaling options do not go together (a config's validation, and the module's), or []."""
     problems = []
-    if scaling == "llama3" and high_freq_factor <= low_freq_factor:
-        problems.append(f"high_freq_factor ({high_freq_factor}) must exceed low_freq_factor ({low_freq_factor})")
+    if scaling == "llama3" and high_freq_factor < low_freq_factor:  # equal: no blend (Llama 4: 1.0 and 1.0)
+        problems.append(f"high_freq_factor ({high_freq_factor}) must be at least low_freq_factor ({low_freq_factor})")
     if scaling == "longrope":
         missing = [name for name, v in (("short_factor", short_factor), ("long_factor", long_factor)) if v is None]
         if missing:

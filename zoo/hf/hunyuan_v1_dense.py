@@ -1,0 +1,82 @@
+"""HunYuan dense (``HunYuanDenseV1ForCausalLM``, Hunyuan-0.5B to 7B): Llama's network with a per-head RMSNorm
+(``query_layernorm``, ``key_layernorm``, of ``rms_norm_eps``) applied to the queries and keys after RoPE has rotated
+them (zoo's ``qk_norm_position: after_rope``). A ``dynamic`` rope with an ``alpha`` is transformers' fixed NTK
+stretch of the base, ``rope_theta * alpha ** (head_dim / (head_dim - 2))``: zoo imports it as that base, unscaled
+(and exports it so).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.errors import HFImportError
+
+from .llama import LLAMA, LLAMA_RULES
+from .mapping import Rule
+from .rope import rope_type, scaling_parameters
+from .rows import ROPE
+from .table import Computed, Refused, Unread
+
+ATTN = "model.layers.{i}.self_attn"
+
+
+def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    params = scaling_parameters(config)
+    if rope_type(params) != "dynamic" or not params.get("alpha"):
+        return ROPE.read(config, recipe)
+    dim = config["head_dim"]  # HunYuanDenseV1RotaryEmbedding reads config.head_dim for alpha, not a derived one
+    if dim is None:
+        raise HFImportError("a dynamic rope with an alpha needs head_dim (transformers' NTK-alpha reads it)")
+    theta = float(params.get("rope_theta") or config["rope_theta"])
+    return {"positional": {"type": "rope", "theta": theta * params["alpha"] ** (dim / (dim - 2))}}
+
+
+def qk_norm_fits(recipe: Any) -> str | None:
+    """The per-head RMSNorm of ``rms_norm_eps`` after RoPE that every HunYuan attention has."""
+    a, want = recipe.attention, {"type": "rmsnorm", "eps": recipe.norm.eps, "affine": True, "offset": 0.0}
+    if a.qk_norm is None or a.qk_norm.model_dump() != want or a.qk_norm_position != "after_rope":
+        return "attention.qk_norm must be an rmsnorm of norm.eps after rope, per head (HunYuan's query/key_layernorm)"
+    return None
+
+
+HUNYUAN_V1_DENSE = LLAMA.derive(
+    "hunyuan_v1_dense",
+    classes=("HunYuanDenseV1ForCausalLM",),
+    rules=(
+        *LLAMA_RULES,
+        Rule(f"{ATTN}.query_layernorm.weight", "blocks.{i}.attention.q_norm.weight"),
+        Rule(f"{ATTN}.key_layernorm.weight", "blocks.{i}.attention.k_norm.weight"),
+    ),
+    recipes=("hunyuan-7b",),
+    drop=("mlp_bias", "sliding_window"),
+    rows=(
+        Computed(
+            "rope",
+            keys=ROPE.keys,
+            paths=ROPE.paths,
+            read=read_rope,
+            write=ROPE.write,
+            requires=ROPE.requires,
+            legacy=ROPE.legacy,
+        ),
+        Computed(
+            "qk norm",
+            keys={},
+            paths=("attention.qk_norm", "attention.qk_norm_position"),
+            read=lambda c, r: {
+                "attention.qk_norm": {"type": "rmsnorm", "eps": c["rms_norm_eps"]},
+                "attention.qk_norm_position": "after_rope",
+            },
+            write=lambda recipe, weights: {},
+            requires={"attention.qk_norm": qk_norm_fits},
+        ),
+        Unread("eod_token_id", "the end-of-document token: a generation setting, not part of the network"),
+        # Keys of Tencent's own configs that transformers' class ignores: refused where they would change the network.
+        Refused("use_cla", lambda v: not v, "HunYuanDenseV1 shares no keys and values across layers (CLA)"),
+        Refused("use_qk_norm", lambda v: v in (None, True), "HunYuanDenseV1 normalises queries and keys whatever"),
+        Refused("use_rotary_pos_emb", lambda v: v in (None, True), "HunYuanDenseV1 always rotates by RoPE"),
+        Refused("norm_type", lambda v: v in (None, "rms"), "HunYuanDenseV1's norms are RMSNorms"),
+        Refused("mlp_bias", lambda v: not v, "HunYuanDenseV1's MLP has no biases"),
+    ),
+    defaults={"vocab_size": 290943, "rms_norm_eps": 1e-5, "pad_token_id": 0},
+)

@@ -1,0 +1,108 @@
+"""PhiMoE (``PhimoeForCausalLM``, Phi-3.5-MoE): Mixtral's network with LayerNorms (with biases, of ``rms_norm_eps``),
+``attention_bias`` on all four projections, an optional ``lm_head_bias`` and the sparsemixer router: two experts
+picked one after the other, each weighted by its softmax among the experts whose logit is within a relative
+``2 * router_jitter_noise`` of it, not renormalised (zoo's ``scoring: sparsemixer``, transformers' eval mode).
+
+Its rope is transformers' ``PhimoeRotaryEmbedding``, which recomputes LongRoPE's frequencies on every call without
+the sequence length: the short factors at every length, never the long ones, and cos and sin scaled by
+``short_mscale`` (``long_mscale`` past ``original_max_position_embeddings``). zoo imports what it computes: a
+``longrope`` whose long factors are the short ones and whose ``attention_factor`` is the mscale; two different
+mscales (an attention factor that changes with the length) are refused, as is any other scaled rope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.errors import HFImportError
+
+from .llama import MIXTRAL
+from .mapping import Option, Rule
+from .rope import hf_rope_parameters, rope_spec, rope_type, scaling_parameters
+from .rows import ONE_BIAS, ROPE
+from .table import Computed, Fixed, Key, Unread
+
+LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
+NORMS = (("input", "attention"), ("post_attention", "ffn"))
+RULES = (
+    *MIXTRAL.rules,
+    *(Rule(f"{LAYER}.{hf}_layernorm.bias", f"{BLOCK}.{zoo}_norm.bias") for hf, zoo in NORMS),
+    Rule("model.norm.bias", "final_norm.bias"),
+    Rule("lm_head.bias", "head.proj.bias"),
+)
+TYPES = ("default", "longrope")
+TYPE_WHY = (
+    "PhimoeRotaryEmbedding scales cos and sin by short_mscale whatever the type: zoo computes default and longrope"
+)
+
+
+def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    params = scaling_parameters(config)
+    if rope_type(params) == "default":
+        return {"positional": rope_spec(config)}
+    short, long = params.get("short_mscale"), params.get("long_mscale")
+    if short != long:
+        raise HFImportError(
+            f"short_mscale={short!r} and long_mscale={long!r}: PhiMoE's attention factor would change "
+            "with the sequence length, which zoo's rope does not compute"
+        )
+    spec = rope_spec(config)
+    return {"positional": {**spec, "long_factor": spec["short_factor"], "attention_factor": float(short)}}
+
+
+def write_rope(recipe: Any, weights: Any) -> dict[str, Any]:
+    params = hf_rope_parameters(recipe.positional)
+    if recipe.positional.scaling == "longrope":
+        factor = params.pop("attention_factor")
+        params.update(short_mscale=factor, long_mscale=factor)
+    return {"rope_parameters": params, "rope_theta": recipe.positional.theta}
+
+
+def rope_fits(recipe: Any) -> str | None:
+    rope = recipe.positional
+    if rope.scaling == "none" or (
+        rope.scaling == "longrope" and rope.long_factor == rope.short_factor and rope.attention_factor is not None
+    ):
+        return None
+    return "PhiMoE's rope is unscaled, or LongRoPE with long factors equal to its short ones and an attention_factor"
+
+
+PHIMOE = MIXTRAL.derive(
+    "phimoe",
+    classes=("PhimoeForCausalLM", "PhiMoEForCausalLM"),  # transformers' and the remote code's
+    rules=RULES,
+    recipes=("phi-3.5-moe",),
+    drop=("attention.bias", "router_jitter_noise"),
+    rows=(
+        ONE_BIAS,
+        Computed(
+            "rope",
+            keys=ROPE.keys,
+            paths=ROPE.paths,
+            read=read_rope,
+            write=write_rope,
+            requires={**ROPE.requires, "positional.scaling": rope_fits},
+            legacy=ROPE.legacy,
+        ),
+        Option("rope_parameters.rope_type", lambda v: v in (None, *TYPES), TYPE_WHY),
+        Option("rope_scaling", lambda v: v is None or rope_type(v) in TYPES, TYPE_WHY),
+        Fixed("norm.type", "layernorm"),
+        Key("lm_head_bias", "head.bias", False, read=bool),
+        Fixed("ffn.scoring", "sparsemixer"),
+        Fixed("ffn.normalize", False),
+        Key("router_jitter_noise", "ffn.sparsemixer_eps", 0.01),
+        Option("num_experts_per_tok", lambda v: v == 2, "PhiMoE's sparsemixer picks two experts whatever it says"),
+        Unread("input_jitter_noise", "noise on the router's input in training only (zoo computes the eval mode)"),
+        Unread("output_router_logits", "whether forward also returns the router logits: an output, not the network"),
+    ),
+    defaults={
+        "vocab_size": 32064,
+        "hidden_size": 4096,
+        "intermediate_size": 6400,
+        "num_local_experts": 16,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+    },
+)
