@@ -13,7 +13,8 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .deepseek_v3 import DEEPSEEK_V3_RULES, dense_first, fits_moe, scale_fits, yarn_softmax_scale
+from .deepseek_v3 import RULES as DEEPSEEK_V3_RULES
+from .deepseek_v3 import dense_first, fits_moe, scale_fits, yarn_softmax_scale
 from .llama import GATED, IGNORED, LLAMA, hidden_act
 from .mapping import Option
 from .qwen2_moe import dense_layers, dense_override, split_fused_experts, weight_rows
