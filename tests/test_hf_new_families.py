@@ -10,7 +10,7 @@ import pytest
 from zoo.hf import HFImportError, hf_recipe
 
 REFUSED = [
-    ({"model_type": "olmo", "clip_qkv": 8.0}, "clip_qkv=8.0 is not supported: zoo's attention does not clamp"),
+    ({"model_type": "olmoe", "clip_qkv": 8.0}, "clip_qkv=8.0 is not supported: OLMoE clamps the queries and keys"),
     ({"model_type": "arcee", "hidden_act": "relu6"}, "hidden_act='relu6' is not supported: zoo's MLP applies"),
     ({"model_type": "helium", "hidden_act": "tanh"}, "hidden_act='tanh' is not supported: zoo's gated FFNs apply"),
     (

@@ -1,7 +1,8 @@
 """OLMoE (``OlmoeForCausalLM``, OLMoE-1B-7B): Mixtral's network with OLMo 2's QK-norm, one RMSNorm over all of a
 projection's query features and one over the keys' (``qk_norm_scope: projection``), before RoPE; one
 ``attention_bias`` for all four projections; experts of ``intermediate_size`` whose top-k softmax probabilities
-are renormalised only with ``norm_topk_prob``. ``clip_qkv`` (clamping q, k and v) is refused.
+are renormalised only with ``norm_topk_prob``. ``clip_qkv`` is refused: OLMoE clamps the queries and keys after
+their norms, zoo's attention before.
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ OLMOE = MIXTRAL.derive(
         Require("attention.head_dim", default_head_dim),
         Key("num_experts", "ffn.num_experts", 64),
         Key("norm_topk_prob", "ffn.normalize", False, read=bool),
-        Refused("clip_qkv", lambda v: v is None, "zoo's attention does not clamp q, k and v", export=None),
+        Refused(
+            "clip_qkv",
+            lambda v: v is None,
+            "OLMoE clamps the queries and keys after their norms; zoo's attention clip_qkv clamps the projections",
+            export=None,
+        ),
     ),
     defaults={
         "vocab_size": 50304,
