@@ -14,10 +14,10 @@ from typing import Any
 from zoo.errors import HFImportError
 
 from .deepseek_v3 import RULES as DEEPSEEK_V3_RULES
-from .deepseek_v3 import dense_first, fits_moe, scale_fits, yarn_softmax_scale
-from .llama import GATED, IGNORED, LLAMA, hidden_act
+from .deepseek_v3 import dense_first, fits_moe, read_experts, scale_fits, write_experts, yarn_softmax_scale
+from .llama import IGNORED, LLAMA
 from .mapping import Option
-from .qwen2_moe import dense_layers, dense_override, split_fused_experts, weight_rows
+from .qwen2_moe import split_fused_experts
 from .rope import scaling_parameters
 from .rows import rope
 from .table import Computed, Fixed, Key, Refused, Unread
@@ -55,28 +55,6 @@ def groups_fit(recipe: Any) -> str | None:
     if ffn.n_group > 1 and ffn.group_scoring != "max":
         return f"ffn.group_scoring is {ffn.group_scoring!r}, needs 'max' (V2's groups score by their best expert)"
     return None
-
-
-def read_experts(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    act, n, width = GATED[config["hidden_act"]], config["num_hidden_layers"], config["moe_intermediate_size"]
-    dense = list(range(min(config["first_k_dense_replace"], n)))
-    return {
-        "ffn.expert": {**act, "hidden": width},
-        "ffn.shared_expert": {**act, "hidden": width * config["n_shared_experts"]},
-        "layers": dense_override(dense, {**act, "hidden": config["intermediate_size"]}, n),
-    }
-
-
-def write_experts(recipe: Any, weights: Any) -> dict[str, Any]:
-    width = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
-    shared = weight_rows(weights, recipe, False, "shared_expert.up_proj.weight")
-    return {
-        "hidden_act": hidden_act(recipe.ffn.expert),
-        "moe_intermediate_size": width,
-        "n_shared_experts": shared // width,
-        "intermediate_size": weight_rows(weights, recipe, True, "up_proj.weight") or shared,
-        "first_k_dense_replace": len(dense_layers(recipe)),
-    }
 
 
 def positive(key: str) -> Option:

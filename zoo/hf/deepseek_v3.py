@@ -113,7 +113,7 @@ def scale_fits(recipe: Any) -> str | None:
     return None
 
 
-def _experts(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+def read_experts(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     """The routed experts, the shared expert of ``n_shared_experts`` experts' width, the first k layers dense."""
     act, n, width = GATED[config["hidden_act"]], config["num_hidden_layers"], config["moe_intermediate_size"]
     dense = list(range(min(config["first_k_dense_replace"], n)))
@@ -124,7 +124,7 @@ def _experts(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _hf_experts(recipe: Any, weights: Any) -> dict[str, Any]:
+def write_experts(recipe: Any, weights: Any) -> dict[str, Any]:
     expert = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
     shared = weight_rows(weights, recipe, False, "shared_expert.up_proj.weight")
     return {
@@ -133,7 +133,6 @@ def _hf_experts(recipe: Any, weights: Any) -> dict[str, Any]:
         "n_shared_experts": shared // expert,
         "intermediate_size": weight_rows(weights, recipe, True, "up_proj.weight") or shared,  # no dense layer
         "first_k_dense_replace": len(dense_layers(recipe)),
-        "num_nextn_predict_layers": 0,  # no multi-token-prediction module: zoo builds none
     }
 
 
@@ -235,8 +234,9 @@ DEEPSEEK_V3 = LLAMA.derive(
             keys={"hidden_act": "silu", "moe_intermediate_size": 2048, "n_shared_experts": 1}
             | {"intermediate_size": 18432, "first_k_dense_replace": 3},
             paths=("ffn.expert", "ffn.shared_expert", "layers"),
-            read=_experts,
-            write=_hf_experts,
+            read=read_experts,
+            # no multi-token-prediction module: zoo builds none
+            write=lambda recipe, weights: {**write_experts(recipe, weights), "num_nextn_predict_layers": 0},
             requires={"layers": dense_first, "ffn.experts": fits_moe},
         ),
         Refused(
