@@ -34,8 +34,9 @@ from zoo.plugins import hf_families
 from .bert import BERT
 from .gpt2 import GPT2
 from .io import read_config, read_names, read_weights, write_checkpoint
-from .llama import LLAMA, MIXTRAL
+from .llama import LLAMA
 from .mapping import Family, compare, expected_shapes, links, to_hf_state, to_zoo_state, unsupported, zoo_tensors
+from .mixtral import MIXTRAL
 from .t5 import T5
 from .tokenizer import (
     CARRIED_DIR,

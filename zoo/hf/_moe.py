@@ -122,3 +122,24 @@ def weight_rows(weights: dict[str, torch.Tensor], recipe: Any, dense: bool, leaf
     """The rows of ``blocks.{i}.ffn.{leaf}`` in the first dense (or MoE) layer: its hidden width; None if none."""
     i = first_layer(recipe, dense)
     return None if i is None else weights[f"blocks.{i}.ffn.{leaf}"].shape[0]
+
+
+def unfuse_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Transformers 5's in-memory Mixtral layout -> the per-expert layout that ``save_pretrained`` writes.
+
+    ``mlp.experts.gate_up_proj`` (X, 2H, E) holds each expert's w1 (gate) then w3 (up);
+    ``mlp.experts.down_proj`` (X, E, H) each expert's w2; ``mlp.gate`` is the router.
+    """
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        layer, _, leaf = name.partition(".mlp.experts.")
+        experts = f"{layer}.block_sparse_moe.experts"
+        if leaf == "gate_up_proj":
+            for e, (w1, w3) in enumerate(zip(*tensor.chunk(2, dim=1), strict=True)):
+                out[f"{experts}.{e}.w1.weight"], out[f"{experts}.{e}.w3.weight"] = w1, w3
+        elif leaf == "down_proj":
+            for e, w2 in enumerate(tensor.unbind(0)):
+                out[f"{experts}.{e}.w2.weight"] = w2
+        else:
+            out[name.replace(".mlp.gate.", ".block_sparse_moe.gate.")] = tensor
+    return out

@@ -13,10 +13,10 @@ from zoo.errors import HFImportError
 from .gpt2 import GPT2, SUMMARY
 from .gpt_bigcode import BLOCK, LAYER, linear_rules
 from .mapping import Rule
-from .qwen2 import layer_windows, only_windows_differ
 from .rows import biases, per_layer_attention
 from .rows_classic import width
 from .table import Computed, Fixed, Key, Unread
+from .windows import layer_windows, only_windows_differ
 
 ATTENTION = f"{LAYER}.attn.attention"
 DEFAULT_TYPES = [[["global", "local"], 12]]

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import qwen2
+from . import windows
 from .llama import COMMON, IGNORED, LLAMA
 from .mapping import Rule
 from .rows import ROPE
@@ -72,9 +72,9 @@ def fuse(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def _windows(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     # GptOssConfig has no use_sliding_window: its layer_types (by default sliding, full, sliding, ...) decide.
     n = config["num_hidden_layers"]
-    types = config["layer_types"] or [qwen2.LAYER_TYPES[(i + 1) % 2] for i in range(n)]
+    types = config["layer_types"] or [windows.LAYER_TYPES[(i + 1) % 2] for i in range(n)]
     keys = {**config, "use_sliding_window": True, "max_window_layers": n, "layer_types": types}
-    return qwen2.with_sliding_layers(recipe, *qwen2.sliding_layers(keys))
+    return windows.with_sliding_layers(recipe, *windows.sliding_layers(keys))
 
 
 def _rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +95,8 @@ WINDOWS = Computed(
     keys={"sliding_window": 128, "layer_types": None},
     paths=("attention.window", "layers"),
     read=_windows,
-    write=lambda recipe, weights: {k: v for k, v in qwen2.hf_sliding_layers(recipe).items() if k in WINDOW_KEYS},
-    requires={"layers": qwen2.only_windows_differ},
+    write=lambda recipe, weights: {k: v for k, v in windows.hf_sliding_layers(recipe).items() if k in WINDOW_KEYS},
+    requires={"layers": windows.only_windows_differ},
     last=True,  # its layer overrides copy the attention as the other rows made it
 )
 
@@ -113,7 +113,7 @@ GPT_OSS = LLAMA.derive(
         replace(ROPE, read=_rope),
         Fixed("attention.sinks", True),
         WINDOWS,
-        *qwen2.WINDOW_OPTIONS,
+        *windows.WINDOW_OPTIONS,
         Fixed("ffn.type", "moe"),
         Key("num_local_experts", "ffn.num_experts", 128),
         Key("num_experts_per_tok", "ffn.top_k", 4),

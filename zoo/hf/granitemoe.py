@@ -10,8 +10,9 @@ back stacked. The router is ``block_sparse_moe.router.layer.weight``.
 from __future__ import annotations
 
 from .granite import GRANITE
-from .llama import COMMON, MIXTRAL
+from .llama import COMMON
 from .mapping import Rule
+from .mixtral import MIXTRAL
 from .rows import stacked_experts
 from .table import ident
 

@@ -7,6 +7,7 @@ stretch of the base, ``rope_theta * alpha ** (head_dim / (head_dim - 2))``: zoo 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.errors import HFImportError
@@ -50,15 +51,7 @@ HUNYUAN_V1_DENSE = LLAMA.derive(
     recipes=("hunyuan-7b",),
     drop=("mlp_bias", "sliding_window"),
     rows=(
-        Computed(
-            "rope",
-            keys=ROPE.keys,
-            paths=ROPE.paths,
-            read=read_rope,
-            write=ROPE.write,
-            requires=ROPE.requires,
-            legacy=ROPE.legacy,
-        ),
+        replace(ROPE, read=read_rope),
         Computed(
             "qk norm",
             keys={},

@@ -6,13 +6,11 @@ One ``attention_bias`` for all four projections; a bias-free gated MLP; an untie
 
 from __future__ import annotations
 
-from typing import Any
-
 from .llama import LLAMA
 from .mapping import Rule
 from .opt import padding_is_pad
-from .rows import ONE_BIAS, heads
-from .table import Computed, Fixed, Require
+from .rows import ONE_BIAS, heads, qk_norm
+from .table import Fixed, Require
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 
@@ -38,32 +36,6 @@ IGNORED = (
 )
 
 
-def qk_norm_over_projections(recipe: Any) -> str | None:
-    """A requirement: QK-norm by the recipe's own RMSNorm over each whole projection (OLMo 2 builds q_norm and
-    k_norm with ``rms_norm_eps`` at the width of all query heads and of all key heads)."""
-    attention = recipe.attention
-    qk_norm = attention.qk_norm
-    spec = None if qk_norm is None else qk_norm.model_dump()
-    if qk_norm != recipe.norm or attention.qk_norm_scope != "projection":
-        return (
-            f"attention.qk_norm is {spec!r} over {attention.qk_norm_scope!r}, needs the recipe's norm "
-            f"({recipe.norm.model_dump()}) over each projection (OLMo 2's q_norm and k_norm)"
-        )
-    return None
-
-
-QK_NORM = Computed(
-    "qk norm",
-    keys={},
-    paths=("attention.qk_norm", "attention.qk_norm_scope"),
-    read=lambda config, recipe: {
-        "attention.qk_norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]},
-        "attention.qk_norm_scope": "projection",
-    },
-    write=lambda recipe, weights: {},
-    requires={"attention.qk_norm": qk_norm_over_projections},
-)
-
 OLMO2 = LLAMA.derive(
     "olmo2",
     classes=("Olmo2ForCausalLM",),
@@ -75,7 +47,7 @@ OLMO2 = LLAMA.derive(
         heads(head_dim="unless implied"),  # Olmo2Attention reads a head_dim that config.json gives; no field
         Fixed("block.norm_position", "output"),
         ONE_BIAS,
-        QK_NORM,
+        qk_norm("projection"),
         Fixed("ffn.bias", False),
         Require("embedding.padding_idx", padding_is_pad),
     ),

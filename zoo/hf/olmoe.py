@@ -7,16 +7,16 @@ their norms, zoo's attention before.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import MIXTRAL
 from .mapping import default_head_dim
-from .olmo2 import qk_norm_over_projections
+from .mixtral import MIXTRAL
 from .qwen3_moe import QWEN3_MOE
-from .rows import ONE_BIAS
-from .table import Computed, Key, Refused, Require
+from .rows import ONE_BIAS, qk_norm
+from .table import Key, Refused, Require
 
 
 def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -30,14 +30,7 @@ def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-QK_NORM = Computed(
-    "qk norm",
-    keys={},
-    paths=("attention.qk_norm", "attention.qk_norm_scope"),
-    read=_qk_norm,
-    write=lambda recipe, weights: {},
-    requires={"attention.qk_norm": qk_norm_over_projections},
-)
+QK_NORM = replace(qk_norm("projection"), read=_qk_norm)  # OLMo 2's, refusing heads its norms do not fit
 
 OLMOE = MIXTRAL.derive(
     "olmoe",

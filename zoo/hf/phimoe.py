@@ -16,8 +16,8 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import MIXTRAL
 from .mapping import Option, Rule
+from .mixtral import MIXTRAL
 from .rope import hf_rope_parameters, rope_spec, rope_type, scaling_parameters
 from .rows import ONE_BIAS, ROPE
 from .table import Computed, Fixed, Key, Unread

@@ -7,102 +7,15 @@ Qwen2Config's rule: with ``use_sliding_window``, the layers from ``max_window_la
 ``sliding_window`` says). zoo writes the sliding layers as ``layers:`` overrides that set the attention's
 ``window`` (every layer, when all slide: the recipe's attention), and exports ``layer_types`` explicitly.
 
-Qwen3 (``zoo/hf/qwen3.py``) derives from this table.
+Qwen3 (``zoo/hf/qwen3.py``) derives from this table; the window rows are in ``zoo/hf/windows.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from zoo.errors import HFImportError
-
 from .llama import LLAMA
-from .mapping import Option
 from .rows import biases
-from .table import Computed, Fixed
-
-LAYER_TYPES = ("full_attention", "sliding_attention")
-
-WINDOW_OPTIONS = (
-    Option(
-        "layer_types",
-        lambda v: v is None or (isinstance(v, list) and all(t in LAYER_TYPES for t in v)),
-        f"zoo builds the layer types {', '.join(LAYER_TYPES)} only",
-    ),
-)
-
-
-def sliding_layers(config: dict[str, Any]) -> tuple[int | None, list[int]]:
-    """(the window, the indices of the layers that slide), as Qwen2Config's ``__post_init__`` decides them."""
-    window = config["sliding_window"] if config["use_sliding_window"] else None
-    n = config["num_hidden_layers"]
-    types = config["layer_types"]
-    if types is None:
-        return window, [i for i in range(n) if window is not None and i >= config["max_window_layers"]]
-    if len(types) != n:
-        raise HFImportError(f"layer_types names {len(types)} layers but num_hidden_layers is {n}")
-    sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
-    if sliding and window is None:
-        raise HFImportError(
-            f"layer_types makes layers {sliding} sliding_attention but there is no window "
-            f"(use_sliding_window={config['use_sliding_window']!r}, sliding_window={config['sliding_window']!r}); "
-            "transformers cannot build this model either"
-        )
-    return window, sliding
-
-
-def with_sliding_layers(recipe: dict[str, Any], window: int | None, sliding: list[int]) -> dict[str, Any]:
-    """The recipe paths that put ``window`` on the attention of the ``sliding`` layers (of all: on the recipe's
-    attention)."""
-    if not sliding:
-        return {}
-    if len(sliding) == recipe["num_layers"]:
-        return {"attention.window": window}
-    return {"layers": [{"select": sliding, "attention": {**recipe["attention"], "window": window}}]}
-
-
-def layer_windows(recipe: Any) -> list[int | None]:
-    """The attention window of every layer of a (validated) decoder recipe."""
-    return [getattr(placed["attention"][0], "window", None) for placed in recipe.layer_plan("decoder")]
-
-
-def only_windows_differ(recipe: Any) -> str | None:
-    """A requirement: ``layers:`` overrides change nothing but the attention's window, and the layers that have a
-    window share one (a Qwen2 config has one ``sliding_window`` and a type per layer)."""
-    base = recipe.attention.model_copy(update={"window": None})
-    for j, override in enumerate(recipe.layers):
-        if override.norm is not None or override.ffn is not None:
-            return f"layers.{j}: overrides a norm or an FFN; only the attention's window may differ per layer"
-        attention = override.attention
-        if attention is not None and attention.model_copy(update={"window": None}) != base:
-            return f"layers.{j}.attention differs from attention in more than its window"
-    windows = {w for w in layer_windows(recipe) if w is not None}
-    if len(windows) > 1:
-        return f"the layers' windows {sorted(windows)} differ; a sliding_window is one value"
-    return None
-
-
-def hf_sliding_layers(recipe: Any) -> dict[str, Any]:
-    """The sliding-window keys of a Qwen2 / Qwen3 config for ``recipe`` (the way back of ``sliding_layers``)."""
-    windows = layer_windows(recipe)
-    window = next((w for w in windows if w is not None), None)
-    return {
-        "use_sliding_window": window is not None,
-        "sliding_window": window,
-        "max_window_layers": next((i for i, w in enumerate(windows) if w is not None), len(windows)),
-        "layer_types": [LAYER_TYPES[w is not None] for w in windows],
-    }
-
-
-WINDOWS = Computed(
-    "sliding layers",
-    keys={"use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28, "layer_types": None},
-    paths=("attention.window", "layers"),
-    read=lambda config, recipe: with_sliding_layers(recipe, *sliding_layers(config)),
-    write=lambda recipe, weights: hf_sliding_layers(recipe),
-    requires={"layers": only_windows_differ},
-    last=True,  # its layer overrides copy the attention as the other rows made it
-)
+from .table import Fixed
+from .windows import WINDOW_OPTIONS, WINDOWS
 
 QWEN2 = LLAMA.derive(
     "qwen2",

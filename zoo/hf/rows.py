@@ -228,6 +228,38 @@ def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
     )
 
 
+def qk_norm(scope: Literal["head", "projection"] = "head") -> Computed:
+    """QK-norm by the recipe's own RMSNorm (``rms_norm_eps``), over each head's features (Qwen3) or over a whole
+    projection's (OLMo 2): the config says only that it is there."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        norm = {"type": "rmsnorm", "eps": config["rms_norm_eps"]}
+        return (
+            {"attention.qk_norm": norm}
+            if scope == "head"
+            else {"attention.qk_norm": norm, "attention.qk_norm_scope": scope}
+        )
+
+    def check(recipe: Any) -> str | None:
+        attention = recipe.attention
+        if attention.qk_norm != recipe.norm or attention.qk_norm_scope != scope:
+            shown = None if attention.qk_norm is None else attention.qk_norm.model_dump()
+            return (
+                f"attention.qk_norm is {shown!r} over {attention.qk_norm_scope!r}, needs the recipe's norm "
+                f"({recipe.norm.model_dump()}) over each {scope} (q_norm and k_norm)"
+            )
+        return None
+
+    return Computed(
+        "qk norm",
+        keys={},
+        paths=("attention.qk_norm", "attention.qk_norm_scope"),
+        read=read,
+        write=lambda recipe, weights: {},
+        requires={"attention.qk_norm": check},
+    )
+
+
 PLAIN_ACTIVATION = Option(
     "hidden_act",
     lambda v: v in ACTIVATIONS,
