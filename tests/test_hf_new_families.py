@@ -10,6 +10,10 @@ import pytest
 from zoo.hf import HFImportError, hf_recipe
 
 REFUSED = [
+    (
+        {"model_type": "phimoe", "lm_head_bias": True, "tie_word_embeddings": True},
+        "lm_head_bias=True with tie_word_embeddings=True is not supported: PhiMoE's tied head keeps a bias",
+    ),
     ({"model_type": "olmoe", "clip_qkv": 8.0}, "clip_qkv=8.0 is not supported: OLMoE clamps the queries and keys"),
     ({"model_type": "arcee", "hidden_act": "relu6"}, "hidden_act='relu6' is not supported: zoo's MLP applies"),
     ({"model_type": "helium", "hidden_act": "tanh"}, "hidden_act='tanh' is not supported: zoo's gated FFNs apply"),

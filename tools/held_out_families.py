@@ -108,6 +108,10 @@ def main() -> int:
                     tally["refused"] += 1
                     print(f"refused  {family} {changed}: {str(exc).splitlines()[-1][:150]}")
                     continue
+                except Exception as exc:  # anything but a refusal by name is a failure
+                    tally["FAILED"] += 1
+                    print(f"FAILED   {family} {changed}: {type(exc).__name__}: {str(exc)[:150]}")
+                    continue
             ids = torch.randint(1, config["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(1))
             mask = torch.ones_like(ids)
             mask[1, :3] = 0

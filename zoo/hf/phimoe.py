@@ -67,6 +67,15 @@ def rope_fits(recipe: Any) -> str | None:
     return "PhiMoE's rope is unscaled, or LongRoPE with long factors equal to its short ones and an attention_factor"
 
 
+def read_head_bias(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    if config["lm_head_bias"] and config["tie_word_embeddings"]:
+        raise HFImportError(
+            "lm_head_bias=True with tie_word_embeddings=True is not supported: PhiMoE's tied head keeps a bias of "
+            "its own, and zoo's tied head has none (tie_embeddings excludes bias)"
+        )
+    return {"head.bias": bool(config["lm_head_bias"])}
+
+
 PHIMOE = MIXTRAL.derive(
     "phimoe",
     classes=("PhimoeForCausalLM", "PhiMoEForCausalLM"),  # transformers' and the remote code's
@@ -87,7 +96,13 @@ PHIMOE = MIXTRAL.derive(
         Option("rope_parameters.rope_type", lambda v: v in (None, *TYPES), TYPE_WHY),
         Option("rope_scaling", lambda v: v is None or rope_type(v) in TYPES, TYPE_WHY),
         Fixed("norm.type", "layernorm"),
-        Key("lm_head_bias", "head.bias", False, read=bool),
+        Computed(
+            "head bias",
+            keys={"lm_head_bias": False},
+            paths=("head.bias",),
+            read=read_head_bias,
+            write=lambda recipe, weights: {"lm_head_bias": recipe.head.bias},
+        ),
         Fixed("ffn.scoring", "sparsemixer"),
         Fixed("ffn.normalize", False),
         Key("router_jitter_noise", "ffn.sparsemixer_eps", 0.01),
