@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hf_cases.first_families import PUBLISHED
 from safetensors.torch import load_file, save_file
 
 import zoo
@@ -379,94 +380,22 @@ print("ok")
 
 # ---------------------------------------------------------------------------------------------- real configs
 
-# The config.json files of well-known checkpoints (the keys that matter), and their parameter counts.
+# The config.json files of well-known checkpoints (kept once, in tests/hf_cases: the published configs of the named
+# recipes), and their parameter counts; BERT here as its masked LM, whose head the named bert-base does not have.
 REAL_CONFIGS = {
-    "gpt2": (
-        {
-            "model_type": "gpt2",
-            "architectures": ["GPT2LMHeadModel"],
-            "activation_function": "gelu_new",
-            "n_ctx": 1024,
-            "n_embd": 768,
-            "n_head": 12,
-            "n_layer": 12,
-            "n_positions": 1024,
-            "vocab_size": 50257,
-            "bos_token_id": 50256,
-            "eos_token_id": 50256,
-        },
-        124_439_808,
-    ),
-    "bert-base-uncased": (
-        {
-            "model_type": "bert",
-            "architectures": ["BertForMaskedLM"],
-            "hidden_size": 768,
-            "num_hidden_layers": 12,
-            "num_attention_heads": 12,
-            "intermediate_size": 3072,
-            "max_position_embeddings": 512,
-            "type_vocab_size": 2,
-            "vocab_size": 30522,
-            "pad_token_id": 0,
-            "position_embedding_type": "absolute",
-        },
-        109_514_298,
-    ),
-    "vit-base-patch16-224": (
-        {
-            "model_type": "vit",
-            "architectures": ["ViTForImageClassification"],
-            "hidden_size": 768,
-            "image_size": 224,
-            "patch_size": 16,
-            "intermediate_size": 3072,
-            "num_attention_heads": 12,
-            "num_hidden_layers": 12,
-            "qkv_bias": True,
-            "id2label": {str(i): f"class {i}" for i in range(1000)},
-        },
-        86_567_656,
-    ),
-    "t5-small": (
-        {
-            "model_type": "t5",
-            "architectures": ["T5ForConditionalGeneration"],
-            "d_ff": 2048,
-            "d_kv": 64,
-            "d_model": 512,
-            "decoder_start_token_id": 0,
-            "n_positions": 512,
-            "num_heads": 8,
-            "num_layers": 6,
-            "pad_token_id": 0,
-            "vocab_size": 32128,
-        },
-        60_506_624,
-    ),
-    "Mixtral-8x7B-v0.1": (
-        {
-            "model_type": "mixtral",
-            "architectures": ["MixtralForCausalLM"],
-            "hidden_size": 4096,
-            "intermediate_size": 14336,
-            "max_position_embeddings": 32768,
-            "num_attention_heads": 32,
-            "num_experts_per_tok": 2,
-            "num_hidden_layers": 32,
-            "num_key_value_heads": 8,
-            "num_local_experts": 8,
-            "rms_norm_eps": 1e-05,
-            "rope_theta": 1000000.0,
-            "router_aux_loss_coef": 0.02,
-            "sliding_window": None,
-            "tie_word_embeddings": False,
-            "torch_dtype": "bfloat16",
-            "vocab_size": 32000,
-        },
-        46_702_792_704,
-    ),
+    name: (PUBLISHED[recipe][1], parameters)
+    for name, recipe, parameters in (
+        ("gpt2", "gpt2-small", 124_439_808),
+        ("vit-base-patch16-224", "vit-b16", 86_567_656),
+        ("t5-small", "t5-small", 60_506_624),
+        ("Mixtral-8x7B-v0.1", "mixtral-8x7b", 46_702_792_704),
+        ("Llama-3.2-1B", "llama-3.2-1b", 1_235_814_400),
+    )
 }
+REAL_CONFIGS["bert-base-uncased"] = (
+    {**PUBLISHED["bert-base"][1], "architectures": ["BertForMaskedLM"]},
+    109_514_298,
+)
 
 
 @pytest.mark.parametrize("name", sorted(REAL_CONFIGS))
@@ -474,32 +403,3 @@ def test_real_configs_translate_to_the_reference_sizes(name, tmp_path):
     config, parameters = REAL_CONFIGS[name]
     recipe = hf_recipe(hf_folder(tmp_path, config))  # config.json alone: no weights needed
     assert zoo.count_parameters(zoo.build(recipe, device="meta")) == parameters
-
-
-def test_llama_3_2_config_translates_to_the_shipped_recipe(tmp_path):
-    config = {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLM"],
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 16,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0,
-        "rope_scaling": {
-            "factor": 32.0,
-            "high_freq_factor": 4.0,
-            "low_freq_factor": 1.0,
-            "original_max_position_embeddings": 8192,
-            "rope_type": "llama3",
-        },
-        "tie_word_embeddings": True,
-        "vocab_size": 128256,
-    }
-    recipe = zoo.load_recipe(hf_recipe(hf_folder(tmp_path, config)))
-    shipped = zoo.load_recipe("llama-3.2-1b")
-    for field in ("positional", "attention", "norm", "ffn", "head", "max_len", "vocab_size", "d_model", "num_layers"):
-        assert getattr(recipe, field) == getattr(shipped, field), field
-    assert zoo.count_parameters(zoo.build(recipe, device="meta")) == 1_235_814_400
