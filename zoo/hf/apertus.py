@@ -21,6 +21,10 @@ def renamed(name: str) -> str:
     return name
 
 
+LLAMA3_DEFAULT = {"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0}
+LLAMA3_DEFAULT |= {"original_max_position_embeddings": 8192, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+"""What ApertusConfig sets when config.json has no rope_parameters, whatever its rope_theta says."""
+
 RULES = (
     *(Rule(renamed(r.hf), r.zoo, r.transform) for r in QWEN3_RULES),
     *(Rule(f"{LAYER}.mlp.act_fn.{p}", f"{BLOCK}.ffn.act.{p}") for p in ("alpha_p", "alpha_n", "beta", "eps")),
@@ -41,5 +45,7 @@ APERTUS = LLAMA.derive(
         "rms_norm_eps": 1e-5,
         "pad_token_id": 3,
         "hidden_act": "xielu",
+        "rope_theta": 12000000.0,
+        "rope_parameters": LLAMA3_DEFAULT,
     },
 )

@@ -13,5 +13,5 @@ ARCEE = LLAMA.derive(
     recipes=("afm-4.5b",),
     drop=("pretraining_tp", "sliding_window"),
     rows=(plain_mlp(), PLAIN_ACTIVATION),
-    defaults={"hidden_size": 2560, "intermediate_size": 18432, "max_position_embeddings": 4096, "head_dim": 80},
+    defaults={"hidden_size": 2560, "intermediate_size": 18432, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5},
 )

@@ -59,4 +59,5 @@ COHERE2 = COHERE.derive(
             last=True,
         ),
     ),
+    defaults={"rope_theta": 10000.0},
 )

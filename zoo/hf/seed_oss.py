@@ -28,5 +28,6 @@ SEED_OSS = LLAMA.derive(
         "max_position_embeddings": 524288,
         "pad_token_id": 1,
         "attention_dropout": 0.1,
+        "attention_bias": True,
     },
 )

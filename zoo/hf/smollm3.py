@@ -73,5 +73,6 @@ SMOLLM3 = LLAMA.derive(
         "max_position_embeddings": 32768,
         "pad_token_id": 128004,
         "tie_word_embeddings": True,
+        "rope_theta": 2000000.0,
     },
 )
