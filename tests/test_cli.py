@@ -191,7 +191,14 @@ class TestSummary:
         assert data["parameters"]["active"] == 12_879_925_248 < data["parameters"]["total"]
         assert data["memory"]["kv_cache"]["bytes_per_token"] == 2 * 32 * 8 * 128 * 2
         assert data["torchinfo"]["forward"] == "none" and "meta device" in data["torchinfo"]["note"]
-        assert data["seq_len"] == 32768 and data["built_on"] == "meta"
+        assert data["seq_len"] == 4096 and data["built_on"] == "meta"
+        assert "4,096 tokens per sequence: train.seq_len is unset (zoo train would take max_len, 32,768)" in (
+            "\n".join(data["notes"])
+        )
+
+    def test_seq_is_spelled_as_plan_spells_it(self):
+        assert json.loads(zoo_cli("summary", "gpt-tiny", "--json", "--seq", "64").stdout)["seq_len"] == 64
+        assert json.loads(zoo_cli("summary", "gpt-tiny", "--json").stdout)["seq_len"] == 128  # train.seq_len
 
     def test_json_kv_cache_of_llama(self):
         data = json.loads(zoo_cli("summary", "llama-3.2-1b", "--json", "--seq-len", "8", "--batch", "2").stdout)

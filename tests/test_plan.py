@@ -268,7 +268,8 @@ def test_a_model_that_does_not_fit_at_micro_batch_one_is_a_clear_error():
     p = plan("llama-3-70b", gpu="h100-80gb", gpus=1, batch=1, seq_len=1024)
     assert not p.fits and p.max_micro_batch == 0 and p.advice
     with pytest.raises(
-        PlanError, match=r"llama-3-70b does not fit on 1 x h100-80gb even at micro-batch 1: .*--checkpointing every"
+        PlanError,
+        match=r"llama-3-70b does not fit on 1 x h100-80gb: at micro-batch 1 a device needs .*--checkpointing every",
     ):
         p.check()
     casts = sum(u.casts_each * u.count for u in p.units)  # bf16 copies of the weights, kept for the backward
@@ -336,7 +337,7 @@ def test_zoo_plan_errors_render_without_a_traceback():
 @pytest.mark.slow
 def test_zoo_plan_mixtral_on_eight_h100s_says_what_would_fit():
     done = zoo_cli("plan", "mixtral-8x7b", "--gpu", "h100-80gb", "--gpus", "8", "--batch", "8", "--seq", "4096")
-    assert done.returncode == 2 and "does not fit on 8 x h100-80gb even at micro-batch 1" in done.stderr
+    assert done.returncode == 2 and "does not fit on 8 x h100-80gb: at micro-batch 1 a device" in done.stderr
     assert "Memory per device" in done.stdout and "--checkpointing every" in done.stderr
     fits = zoo_cli(
         "plan", "mixtral-8x7b", "--gpu", "h100-80gb", "--gpus", "8", "--batch", "8", "--seq", "4096",
@@ -418,3 +419,46 @@ def test_fsdp2_hybrid_sharding_cpu_offload_and_checkpointing_train_like_one_proc
     single = train("gpt-tiny", out=tmp_path / "single", device="cpu", **settings)
     for rank in (0, 1):
         assert json.loads((run / f"loss{rank}.json").read_text()) == pytest.approx(single.train_loss, rel=1e-4)
+
+
+def test_the_readme_flagship_plan_assumes_4096_tokens_and_fits_and_says_so():
+    """``zoo plan llama-3.2-1b --gpu h100-80gb --gpus 8`` (max_len 131,072, no train.seq_len) plans 4,096."""
+    p = plan("llama-3.2-1b", gpu="h100-80gb", gpus=8)
+    assert p.seq_len == 4096 and p.fits and p.error() is None
+    assert "4,096 tokens per sequence: train.seq_len is unset (zoo train would take max_len, 131,072); --seq to " in (
+        "\n".join(p.notes)
+    )
+    assert plan("llama-3.2-1b", gpu="h100-80gb", gpus=8, seq_len=2048).seq_len == 2048
+    assert plan("gpt-tiny", gpu="cpu").seq_len == load_recipe("gpt-tiny").train.seq_len  # the training config's
+    with pytest.raises(PlanError, match=r"--seq must be at least 1 \(got 0\): the tokens per sequence"):
+        plan("gpt-tiny", gpu="cpu", seq_len=0)
+
+
+def test_a_short_max_len_is_planned_whole_and_said_so():
+    recipe = load_recipe("llama-tiny", **{"train.seq_len": None})
+    p = plan(recipe, gpu="cpu")
+    assert p.seq_len == recipe.max_len <= 4096
+    assert f"train.seq_len is unset: max_len ({recipe.max_len:,}), as zoo train takes it" in "\n".join(p.notes)
+
+
+def test_the_verdict_is_at_the_tables_micro_batch_and_names_micro_batch_one():
+    p = plan("llama-3-70b", gpu="h100-80gb", gpus=1, batch=2, seq_len=1024)
+    assert p.micro_batch == 2 and p.max_micro_batch == 0
+    message = p.error()
+    needed = f"{p.memory.needed / 2**30:.2f} GiB"
+    assert f"at micro-batch 2 a device needs {needed} (weights" in message
+    assert p.needed_at_one is not None and p.needed_at_one < p.memory.needed
+    assert f"; micro-batch 1 needs {p.needed_at_one / 2**30:.2f} GiB" in message
+    assert "even at micro-batch 1" not in message
+
+
+def test_zero_gradients_at_the_peak_say_why(capsys):
+    from zoo.cli.plan import _memory
+
+    p = plan("gpt2-small", gpu="h100-80gb", gpus=1, seq_len=256)
+    assert p.memory.gradients == 0
+    from rich.console import Console
+
+    console = Console(width=120, record=True)
+    console.print(_memory(p))
+    assert "gradients (none yet at the peak: the backward has made none)" in console.export_text()

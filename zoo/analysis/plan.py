@@ -40,6 +40,7 @@ from zoo.errors import PlanError
 
 from .accelerators import Accelerator, accelerators, get_accelerator
 from .device_memory import CONTEXT, RESERVE, Memory, _device_memory, _gib, _largest_micro_batch, _Layout
+from .sequence import default_seq_len
 from .throughput import Serving, StepTime, _serving, _step_time
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
     """What would make a step that does not fit fit."""
+    needed_at_one: int | None = None
+    """Bytes a device needs at micro-batch 1, when even that does not fit and ``micro_batch`` is larger."""
 
     @property
     def available(self) -> int:
@@ -107,13 +110,14 @@ class Plan:
         where = f"{self.gpus} x {self.accelerator.name}"
         m = self.memory
         if self.max_micro_batch == 0:
+            one = f"; micro-batch 1 needs {_gib(self.needed_at_one)}" if self.needed_at_one else ""
             what = (
-                f"{self.recipe} does not fit on {where} even at micro-batch 1: a device needs "
+                f"{self.recipe} does not fit on {where}: at micro-batch {self.micro_batch} a device needs "
                 f"{_gib(m.needed)} (weights {_gib(m.weights)}, gradients {_gib(m.gradients)}, optimizer "
                 f"{_gib(m.optimizer)}, activations and temporaries {_gib(m.activations + m.casts + m.temporaries)}"
                 f" (of which {m.casts / 2**30:.2f} GiB {self.precision} copies of weights), gathered weights "
                 f"{_gib(m.gathered)}, reserve "
-                f"{_gib(m.reserve)}) of its {_gib(self.available)}"
+                f"{_gib(m.reserve)}) of its {_gib(self.available)}{one}"
             )
             return what + (": " + "; ".join(self.advice) if self.advice else "")
         return None
@@ -172,7 +176,8 @@ def plan(
     """Plan training (and serving) ``recipe`` on ``gpus`` devices of type ``gpu``.
 
     Unset options come from the recipe's ``train:`` section: ``batch`` (all devices together, per
-    micro-step, as ``train.batch_size``), ``seq_len``, ``precision`` (auto: bf16 on a GPU, fp32 on the CPU),
+    micro-step, as ``train.batch_size``), ``seq_len`` (else 4096 capped at ``max_len``: ``default_seq_len``, said
+    in the notes), ``precision`` (auto: bf16 on a GPU, fp32 on the CPU),
     ``checkpointing`` / ``checkpoint_every``, ``parallel`` (auto: FSDP when 16 bytes per parameter exceed 80% of
     a device, as the trainer decides), ``sharding``, ``offload``.
 
@@ -216,12 +221,15 @@ def plan(
             f"evenly over them: use a multiple of {gpus}"
         )
     vision = r.architecture == "vit"
-    seq = (r.max_len or 1) if vision else (seq_len or t.seq_len or r.max_len or 0)
+    if seq_len is not None and seq_len < 1:
+        raise PlanError(f"--seq must be at least 1 (got {seq_len}): the tokens per sequence")
+    seq, why = default_seq_len(r)
     notes: list[str] = []
-    if vision and seq_len is not None and seq_len != seq:
-        notes.append(f"a vision model sees {seq} tokens per image (patches + CLS): --seq is that")
-    if seq < 1:
-        raise PlanError(f"{r.name}: give --seq (the recipe has no max_len)")
+    if seq_len is None or vision:
+        if not (vision and seq_len in (None, seq)):
+            notes.append(f"{seq:,} tokens per sequence: {why}")
+    else:
+        seq = seq_len
     longest = seq + 1 if r.architecture == "encoder-decoder" else seq
     if not vision and positions_fit(r, longest) is not None:
         raise PlanError(
@@ -289,6 +297,8 @@ def plan(
     )
     if largest == 0:
         result.advice = _advice(trace, timeline, layout, acc, gpus)
+        if micro > 1:
+            result.needed_at_one = _device_memory(trace, timeline, layout, 1 / micro, acc.gpu).needed
     elif not fits:
         result.advice = [
             f"micro-batch {micro} does not fit; {largest} does: --batch {largest * gpus} with train.grad_accum "

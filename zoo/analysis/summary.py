@@ -19,6 +19,7 @@ from .layers import LayerTable, input_family, layer_table
 from .memory import MemoryEstimate, memory_estimate
 from .params import Mismatch, ParameterCount, analytic_parameters, compare_counts, parameter_breakdown
 from .parts import model_parts
+from .sequence import default_seq_len
 
 __all__ = ["ModelSummary", "summarize"]
 
@@ -155,7 +156,8 @@ def summarize(
     Args:
         recipe: a path, a recipe name, a dict or a ``Recipe``.
         batch: sequences per batch (activations, KV cache and per-batch FLOPs).
-        seq_len: tokens per sequence; default the recipe's ``max_len`` (a vision model's is its patch count).
+        seq_len: tokens per sequence; default ``train.seq_len``, else 4096 capped at ``max_len`` (a vision
+            model's is its patch count), said in the notes.
         depth: how deep torchinfo's table goes (1: the model's direct children).
         width: the columns torchinfo's table must fit in (default: its own width, about 95).
         torchinfo: run torchinfo (False skips the layer table, e.g. to count many recipes fast).
@@ -171,7 +173,10 @@ def summarize(
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe)
     notes: list[str] = []
-    seq_len = seq_len if seq_len is not None else (recipe.max_len or 1)
+    if seq_len is None:
+        seq_len, why = default_seq_len(recipe)
+        if recipe.architecture != "vit":
+            notes.append(f"{seq_len:,} tokens per sequence: {why}")
     model = build(recipe, device="meta")  # the module tree, free: its parts declare their costs
     plan = model_parts(model)
     analytic = analytic_parameters(plan)

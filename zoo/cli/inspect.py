@@ -16,7 +16,10 @@ def summary(
         int, typer.Option("--depth", help="Depth of torchinfo's layer table (0-100); 1: the model's parts.")
     ] = 1,
     batch: Annotated[int, typer.Option("--batch", help="Sequences per batch (activations, KV cache, FLOPs).")] = 1,
-    seq_len: Annotated[int | None, typer.Option("--seq-len", help="Tokens per sequence; default max_len.")] = None,
+    seq_len: Annotated[
+        int | None,
+        typer.Option("--seq", "--seq-len", help="Tokens per sequence; default train.seq_len, else 4096 up to max_len."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print every number as one JSON object instead.")] = False,
     set_: Overrides = None,
 ) -> None:

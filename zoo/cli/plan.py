@@ -47,7 +47,8 @@ def plan(
         typer.Option("--batch", help="Sequences per micro-step, all devices together; default train.batch_size."),
     ] = None,
     seq: Annotated[
-        int | None, typer.Option("--seq", help="Tokens per sequence; default train.seq_len or max_len.")
+        int | None,
+        typer.Option("--seq", "--seq-len", help="Tokens per sequence; default train.seq_len, else 4096 up to max_len."),
     ] = None,
     precision: Annotated[
         Precision | None,
@@ -145,7 +146,11 @@ def _memory(p: Any) -> Any:
         f", / {p.gpus if p.sharding == 'full' else min(p.gpus, p.accelerator.per_node)}" if p.strategy == "fsdp" else ""
     )
     t.add_row(f"weights (fp32{sharded})", size(m.weights))
-    t.add_row("gradients" + (" (+ DDP's all-reduce buckets)" if p.strategy == "ddp" else ""), size(m.gradients))
+    if m.gradients == 0:
+        grads = "gradients (none yet at the peak: the backward has made none)"
+    else:
+        grads = "gradients at the peak" + (" (+ DDP's all-reduce buckets)" if p.strategy == "ddp" else "")
+    t.add_row(grads, size(m.gradients))
     t.add_row(f"optimizer state (AdamW, 2 fp32 moments{sharded})", size(m.optimizer))
     if p.strategy == "fsdp":
         t.add_row("gathered weights (outside blocks, running block)", size(m.gathered))
