@@ -43,6 +43,7 @@ __all__ = ["COMMAND_MODULES", "EXIT_ERROR", "app", "format_error", "main", "rend
 COMMAND_MODULES: tuple[str, ...] = (
     "zoo.cli.build",
     "zoo.cli.inspect",
+    "zoo.cli.diff",
     "zoo.cli.registry",
     "zoo.cli.hf",
     "zoo.cli.train",
