@@ -239,7 +239,8 @@ def test_a_misspelt_hook_is_an_error_but_an_optional_one_is_not(installed):
     )
     error = (
         "implements unknown hook 'register_component'; "
-        "the hooks of plugin API 1 are: register_components, register_hf_families, register_recipes"
+        "the hooks of plugin API 1 are: register_accelerators, register_components, register_hf_families, "
+        "register_recipes"
     )
     assert load() == [f"plugin 'zoo-typo' failed and was skipped: {error}"]
     assert info("zoo-later").ok

@@ -46,7 +46,8 @@ Register = Callable[..., Any]
 def register_components(register: Register) -> None:
     """Register components: call ``register(kind, name, factory, config, description=None)`` for each.
 
-    - ``kind``: one of ``zoo.registry.KINDS`` (architecture, embedding, positional, attention, norm, ffn, head).
+    - ``kind``: one of ``zoo.registry.KINDS`` (architecture, embedding, positional, attention, norm, ffn, head,
+      kernel).
     - ``name``: the ``type`` recipes use; unique within its kind across all plugins.
     - ``factory``: called as ``factory(d_model, **config_fields, **context)`` to build an ``nn.Module``
       (architectures: ``factory(recipe, make)``). ``context`` holds only the ``zoo.BuildContext`` fields
@@ -90,4 +91,22 @@ def register_hf_families() -> list[Any]:
         def register_hf_families():
             from .hf import MAMBA
             return [MAMBA]
+    """
+
+
+@hookspec
+def register_accelerators() -> list[Any]:
+    """Return accelerators ``zoo plan --gpu NAME`` can plan for: ``zoo.analysis.plan.Accelerator`` objects, or dicts
+    with a ``name`` and the fields of an entry of ``zoo/data/accelerators.yaml`` (its header says what each means).
+
+    Added in plugin API 1 (zoo 0.1); a zoo without it reports such a plugin as implementing an unknown hook.
+    Every figure must be positive; ``source`` (which document each figure comes from) is optional but listed by
+    ``zoo plan --json``. Names are case-insensitive; ``zoo.analysis.accelerators.accelerators()`` holds zoo's
+    catalogue first, then the plugins' in load order. A name already in the catalogue or registered by another
+    plugin makes the plugin fail, as a taken component name does::
+
+        @zoo.hookimpl
+        def register_accelerators():
+            return [{"name": "my-npu", "title": "My NPU 64GB", "memory": "64 GB HBM3", "memory_gib": 63.5,
+                     "flops": 400e12, "bandwidth": 2.0e12, "link": 200e9, "network": 25e9, "per_node": 8}]
     """

@@ -24,7 +24,7 @@ from typing import Any
 
 import pluggy
 
-from . import __version__, hf_hooks, hookspecs
+from . import __version__, accelerator_hooks, hf_hooks, hookspecs
 from .errors import PluginError, ZooWarning
 from .hf_hooks import _FolderHooks
 from .hookspecs import PLUGIN_API_VERSION
@@ -95,6 +95,8 @@ class PluginInfo:
     """Names of the recipes it ships."""
     hf_families: list[str] = field(default_factory=list)
     """``model_type`` of each Hugging Face family it imports (``register_hf_families``)."""
+    accelerators: list[str] = field(default_factory=list)
+    """Names of the accelerators it registers (``register_accelerators``)."""
     provides: dict[str, list[str]] = field(default_factory=dict)
     """For a failed plugin: the components it would have registered, as far as they can be known."""
     error: str | None = None
@@ -250,6 +252,15 @@ def _run_hooks(registry: Registry, info: PluginInfo, plugin: Any, attempted: dic
                 _not_an_interrupt(exc)
                 raise PluginError(f"register_hf_families raised {_exception(exc)}") from exc
             hf_hooks.add_hf_families(info, families, _plugins)
+    for impl in pm.hook.register_accelerators.get_hookimpls():
+        if impl.plugin is plugin:
+            try:
+                devices = list(impl.function() or [])
+            except BaseException as exc:
+                _not_an_interrupt(exc)
+                raise PluginError(f"register_accelerators raised {_exception(exc)}") from exc
+            owners = {name: p.builtin for name, p in _plugins.items()}
+            info.accelerators += accelerator_hooks.add_accelerators(info.name, devices, owners)
 
 
 def hf_families() -> dict[str, Any]:
@@ -303,6 +314,7 @@ def _forget(registry: Registry, name: str) -> None:
     for recipe in [r for r, (owner, _) in _recipes.items() if owner == name]:
         del _recipes[recipe]
     hf_hooks.forget_hf_families(name)
+    accelerator_hooks.forget_accelerators(name)
     _recipe_paths[:] = [(owner, p) for owner, p in _recipe_paths if owner != name]
     if pm.has_plugin(name):
         pm.unregister(name=name)
@@ -335,6 +347,7 @@ def _register_one(registry: Registry, info: PluginInfo, plugin: Any) -> None:
         _forget(registry, info.name)
         info.recipes.clear()
         info.hf_families.clear()
+        info.accelerators.clear()
         info.provides = _probe(plugin) or attempted
         _fail(info, str(exc) if isinstance(exc, PluginError) else _exception(exc), exc)
         return
@@ -352,6 +365,7 @@ def load_plugins() -> Registry:
     _recipes.clear()
     _recipe_paths.clear()
     hf_hooks.clear_hf_families()
+    accelerator_hooks.clear_accelerators()
     # Published before the plugins run, so a hook that looks something up sees the registry being filled.
     registry = _registry = Registry()
     try:
@@ -459,3 +473,4 @@ def reset() -> None:
     _recipes.clear()
     _recipe_paths.clear()
     hf_hooks.clear_hf_families()
+    accelerator_hooks.clear_accelerators()

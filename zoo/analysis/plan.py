@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from zoo.errors import PlanError
 
-from .accelerators import Accelerator, accelerators, get_accelerator
+from .accelerators import Accelerator, accelerators, choose_accelerator, get_accelerator
 from .device_memory import CONTEXT, RESERVE, Memory, _device_memory, _gib, _largest_micro_batch, _Layout
 from .sequence import default_seq_len
 from .throughput import Serving, StepTime, _serving, _step_time
@@ -58,6 +58,7 @@ __all__ = [
     "Serving",
     "StepTime",
     "accelerators",
+    "choose_accelerator",
     "get_accelerator",
     "plan",
 ]
@@ -160,7 +161,8 @@ class Plan:
 def plan(
     recipe: str | Path | dict[str, Any] | Recipe,
     *,
-    gpu: str = "h100-80gb",
+    gpu: str | Accelerator | None = None,
+    gpu_spec: str | Path | None = None,
     gpus: int = 1,
     batch: int | None = None,
     seq_len: int | None = None,
@@ -175,6 +177,9 @@ def plan(
 ) -> Plan:
     """Plan training (and serving) ``recipe`` on ``gpus`` devices of type ``gpu``.
 
+    ``gpu``: an ``Accelerator``, or a name (case-insensitive) among ``accelerators()`` and the entries of the
+    YAML file ``gpu_spec``; None: the file's one entry, or ``h100-80gb`` without a file.
+
     Unset options come from the recipe's ``train:`` section: ``batch`` (all devices together, per
     micro-step, as ``train.batch_size``), ``seq_len`` (else 4096 capped at ``max_len``: ``default_seq_len``, said
     in the notes), ``precision`` (auto: bf16 on a GPU, fp32 on the CPU),
@@ -182,16 +187,17 @@ def plan(
     a device, as the trainer decides), ``sharding``, ``offload``.
 
     Raises:
-        PlanError: an unknown accelerator, fewer than one device, a batch that does not split over the
-            devices, a sequence longer than the positions, a utilisation outside (0, 1], a component that
-            cannot be traced. A model that does not fit is a ``Plan`` with ``fits`` False (``Plan.check``).
+        PlanError: an unknown accelerator or a bad ``gpu_spec`` file, fewer than one device, a batch that does
+            not split over the devices, a sequence longer than the positions, a utilisation outside (0, 1], a
+            component that cannot be traced. A model that does not fit is a ``Plan`` with ``fits`` False
+            (``Plan.check``).
         RecipeError: an invalid recipe or option.
     """
     from zoo.recipe import Recipe, load_recipe, positions_fit
 
     from .steptrace import compose, trace_step
 
-    acc = get_accelerator(gpu)
+    acc = choose_accelerator(gpu, gpu_spec)
     if not isinstance(gpus, int) or gpus < 1:
         raise PlanError(f"--gpus must be at least 1 (got {gpus}): the devices the batch is split over")
     if not 0 < mfu <= 1:

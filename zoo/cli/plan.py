@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -39,8 +40,21 @@ class Sharding(str, Enum):
 def plan(
     recipe: RecipeArg,
     gpu: Annotated[
-        str, typer.Option("--gpu", help="Accelerator: h100-80gb, h200, a100-80gb, a100-40gb, l4, mi300x, cpu.")
-    ] = "h100-80gb",
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="Accelerator, by name in zoo/data/accelerators.yaml (h100-80gb, h200, b200, a100-80gb, l4, mi300x, "
+            "tpu-v5p, cpu, ...), a plugin's, or a --gpu-spec file's. Default h100-80gb, or the file's one entry.",
+        ),
+    ] = None,
+    gpu_spec: Annotated[
+        Path | None,
+        typer.Option(
+            "--gpu-spec",
+            help="YAML file of accelerators in the catalogue's format (title, memory, memory_gib, flops, bandwidth, "
+            "link, network, per_node); they join the catalogue for this call.",
+        ),
+    ] = None,
     gpus: Annotated[int, typer.Option("--gpus", help="Devices the batch is split over.")] = 1,
     batch: Annotated[
         int | None,
@@ -88,6 +102,7 @@ def plan(
     result = make_plan(
         load_with_overrides(recipe, set_),
         gpu=gpu,
+        gpu_spec=gpu_spec,
         gpus=gpus,
         batch=batch,
         seq_len=seq,

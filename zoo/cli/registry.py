@@ -190,6 +190,7 @@ def plugins_command(as_json: AsJson = False) -> None:
                     "registered": p.registered if p.ok else p.provides,
                     "recipes": list(p.recipes),
                     "hf_families": list(p.hf_families),
+                    "accelerators": list(p.accelerators),
                     "error": p.error,
                 }
                 for p in found
@@ -202,6 +203,7 @@ def plugins_command(as_json: AsJson = False) -> None:
         lines = [f"{kind}: {', '.join(names)}" for kind, names in registered.items()]
         lines += [f"recipes: {', '.join(p.recipes)}"] if p.recipes else []
         lines += [f"hf families: {', '.join(p.hf_families)}"] if p.hf_families else []
+        lines += [f"accelerators: {', '.join(p.accelerators)}"] if p.accelerators else []
         lines += [f"error: {p.error}"] if p.error else []
         style = {"ok": "green", "disabled": "yellow"}.get(p.status, "red")
         name = f"{p.name} (built-in)" if p.builtin else p.name
