@@ -4,7 +4,8 @@ Every component config has ``label(kind, ctx, module, note=None) -> Label | None
 a bold title and lines of detail, for the component of that config as built at ``ctx`` (``module``, on the meta
 device); a head's label also names what comes out of it (``Label.output``, the words under the figure's last
 box). ``ComponentConfig.label`` draws any component by its kind (``default_label``): an attention by whether it
-is causal or cross and its head width, an FFN by its widths, an embedding by its output width, positions added
+is causal or cross and its head width (a sequence mixer without heads, such as a plugin's, by the first
+sentence of its module's doc instead), an FFN by its widths, an embedding by its output width, positions added
 to the input by their table, and each with the options its recipe sets. A config overrides it to say
 more, with the helpers here (``options``, ``wrap``, ``widths``)::
 
