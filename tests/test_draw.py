@@ -149,19 +149,43 @@ def test_bert_base_is_post_norm_with_an_embedding_norm_and_segments(tmp_path):
 
 
 def test_layers_that_differ_are_drawn_as_kinds_with_their_order(tmp_path):
-    texts = drawn(tmp_path, "moe-tiny")
+    data = load_recipe("moe-tiny").to_dict()
+    data["layers"][0]["select"] = "1:3"  # A, B, B, A: no unit repeats
+    texts = drawn(tmp_path, data)
     for fact in (
         "decoder block A",
-        "layers 0, 2",
+        "layers 0, 3",
         "decoder block B",
-        "layers 1, 3",
-        "block order, first to last: A, B, A, B",
+        "layers 1–2",
+        "block order, first to last: A, B × 2, A",
         "Feed-forward · swiglu",
         "Mixture of experts · moe",
         "router: top-2 of 4 experts",
     ):
         assert fact in texts, (fact, texts)
     assert texts.count("× 2") == 2
+
+
+def test_alternating_kinds_are_drawn_as_their_repeating_unit(tmp_path):
+    texts = drawn(tmp_path, "moe-tiny")  # dense and MoE blocks alternating: A, B, A, B
+    for fact in (
+        "× 2 [A, B]",  # beside the frame of the unit
+        "decoder block A, 2 in all",
+        "layers 0, 2",
+        "decoder block B, 2 in all",
+        "layers 1, 3",
+        "block order, first to last: × 2 [A, B]",
+    ):
+        assert fact in texts, (fact, texts)
+    assert texts.count("× 1") == 2  # each kind once in a unit
+    gemma = drawn(tmp_path, "gemma-3-1b")  # five local layers to one global, four times, then two local
+    assert {
+        "× 4 [A × 5, B], then A × 2",
+        "× 5",
+        "decoder block A, 22 in all",
+        "× 1",
+        "decoder block B, 4 in all",
+    } <= set(gemma)
 
 
 def test_plugin_components_show_their_name_options_and_plugin(tmp_path):

@@ -4,7 +4,8 @@ Every component config has ``label(kind, ctx, module, note=None) -> Label | None
 a bold title and lines of detail, for the component of that config as built at ``ctx`` (``module``, on the meta
 device); a head's label also names what comes out of it (``Label.output``, the words under the figure's last
 box). ``ComponentConfig.label`` draws any component by its kind (``default_label``): an attention by whether it
-is causal or cross and its head width, an FFN by its widths, an embedding by its output width, positions added
+is causal or cross and its head width (a sequence mixer without heads, such as a plugin's, by the first
+sentence of its module's doc instead), an FFN by its widths, an embedding by its output width, positions added
 to the input by their table, and each with the options its recipe sets. A config overrides it to say
 more, with the helpers here (``options``, ``wrap``, ``widths``)::
 
@@ -31,7 +32,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .config import BuildContext, ComponentConfig
 
-__all__ = ["SKIP_OPTIONS", "Label", "attention_label", "default_label", "number", "options", "widths", "wrap"]
+__all__ = [
+    "SKIP_OPTIONS",
+    "Label",
+    "attention_label",
+    "default_label",
+    "mixer_title",
+    "number",
+    "options",
+    "widths",
+    "wrap",
+]
 
 
 @dataclass
@@ -111,24 +122,43 @@ def attention_label(
     note: str | None = None,
     heads: int | None = None,
     kv_heads: int | None = None,
+    head_widths: str | None = None,
+    skip: set[str] = SKIP_OPTIONS,
 ) -> Label:
     """An attention's box: causal, bidirectional or cross; its ``heads`` and ``kv_heads`` where it has them, its
-    head width, what the encoder output or the stack's positional encoding (``note``) does in it, its options."""
+    head width (``head_widths`` when its queries, keys and values are not all ``ctx.head_dim`` wide), what the
+    encoder output or the positional encoding it applies (``note``) does in it, a score soft-cap, its options
+    (but those in ``skip``)."""
     what = "Cross-attention" if ctx.cross else ("Causal self-attention" if ctx.causal else "Self-attention")
     words = []
     if isinstance(heads, int):
         words.append(f"{heads} heads")
         if isinstance(kv_heads, int) and kv_heads != heads:
             words.append(f"{kv_heads} KV head" + ("s" if kv_heads > 1 else ""))
-    if ctx.head_dim:
+    if head_widths:
+        words.append(head_widths)
+    elif ctx.head_dim:
         words.append(f"head_dim {ctx.head_dim}")
     lines = [", ".join(words)] if words else []
     if ctx.cross:
         lines.append("keys, values: encoder output")
     elif note:
         lines += wrap([note])
-    lines += wrap(options(config))
+    softcap = getattr(config, "softcap", None)
+    if isinstance(softcap, (int, float)):
+        lines.append(f"scores soft-capped at ±{number(softcap)}")
+    lines += wrap(options(config, skip | {"softcap"}))
     return Label("attention", f"{what} · {config.type}", lines)
+
+
+def mixer_title(config: ComponentConfig, module: Any) -> str:
+    """What a sequence mixer that is not an attention (no ``num_heads`` in its config, no label of its own) is
+    called: the first sentence of its module's doc, else ``Sequence mixer``."""
+    doc = (type(module).__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    first = doc.split(": ")[0].split(". ")[0].rstrip(".").strip()
+    first = first.removeprefix("The ").removeprefix("A ")
+    first = first[:1].upper() + first[1:]
+    return first if first and len(first) <= 40 else "Sequence mixer"
 
 
 def default_label(
@@ -137,7 +167,9 @@ def default_label(
     """The box of a component of ``kind`` that says nothing more of itself (``ComponentConfig.label``)."""
     name = config.type
     if kind == "attention":
-        return attention_label(config, ctx, note=note)
+        if "num_heads" not in type(config).model_fields:  # a mixer that is no attention: Mamba, Hyena, RWKV
+            return Label("attention", f"{mixer_title(config, module)} · {name}", wrap(options(config)))
+        return attention_label(config, ctx, note=note, heads=getattr(config, "num_heads", None))
     if kind == "ffn":
         return Label("ffn", f"Feed-forward · {name}", [widths(config, ctx, module), *wrap(options(config))])
     if kind == "embedding":

@@ -29,7 +29,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
-from zoo.label import Label, attention_label
+from zoo.label import SKIP_OPTIONS, Label, attention_label
 from zoo.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
 
 from .kernels import Kernel, sdpa
@@ -256,8 +256,15 @@ class MLAConfig(ComponentConfig):
         )
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
-        """Its heads and the head width its rotary encoding works on, then the latent widths as options."""
-        return attention_label(self, ctx, note=note, heads=self.num_heads)
+        """Its heads, their query/key widths (the part the rotary encoding turns as well) and value width, and the
+        widths of its latents."""
+        Dn, Dr, Dv = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
+        widths = f"qk {Dn} + {Dr} rotated, v {Dv}"
+        latents = f"kv latent {self.kv_lora_rank}" + (f", q latent {self.q_lora_rank}" if self.q_lora_rank else "")
+        skip = SKIP_OPTIONS | {"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank", "q_lora_rank"}
+        label = attention_label(self, ctx, note=note, heads=self.num_heads, head_widths=widths, skip=skip)
+        label.lines.insert(1, latents)
+        return label
 
 
 @hookimpl

@@ -4,7 +4,10 @@ The figure shows what a meta-device build of the recipe holds (``model.zoo_compo
 milliseconds): the input embedding and positional encoding, each distinct kind of block with its norms,
 attention (heads, KV heads, head_dim) and feed-forward (widths, experts and top-k), its residual
 connections drawn as the block computes them (pre-norm, post-norm, sandwich, parallel), the ``× N``
-repeat, the final norm and the head. An encoder-decoder shows both stacks side by side, the encoder
+repeat (kinds that alternate, as Gemma 3's five local layers to one global, framed once more as their
+repeating unit: ``× 4 [A × 5, B], then A × 2``), the final norm and the head. Every box says what its
+component's config says of itself (``zoo.label``): a layer's own rotary base, soft-caps, head widths.
+An encoder-decoder shows both stacks side by side, the encoder
 output feeding every cross-attention. Components of plugins show with their registered name and the
 options their recipe sets.
 

@@ -5,7 +5,7 @@ component's config declares it (``zoo.label``) with what only the figure knows a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.label import Label, options, wrap
@@ -41,6 +41,30 @@ class Kind:
 
 
 @dataclass
+class Pattern:
+    """Kinds of block that alternate: ``unit`` (runs of kind names) ``repeats`` times, then the runs of ``tail``
+    (the start of one more unit), as Gemma 3's five local layers to one global."""
+
+    unit: list[tuple[str, int]]
+    repeats: int
+    tail: list[tuple[str, int]] = field(default_factory=list)
+
+    def count(self, name: str) -> int:
+        """The blocks of kind ``name`` in one unit."""
+        return sum(n for kind, n in self.unit if kind == name)
+
+    @property
+    def text(self) -> str:
+        """``× 4 [A × 5, B], then A × 2``."""
+        text = f"× {self.repeats} [{_runs(self.unit)}]"
+        return f"{text}, then {_runs(self.tail)}" if self.tail else text
+
+
+def _runs(runs: list[tuple[str, int]]) -> str:
+    return ", ".join(name if count == 1 else f"{name} × {count}" for name, count in runs)
+
+
+@dataclass
 class Stack:
     """One column of the figure: input, embedding, positions, blocks, final norm, and the head if it has it."""
 
@@ -59,6 +83,8 @@ class Stack:
     output: str | None = None
     causal: bool = False
     """Its attention sees earlier positions only."""
+    pattern: Pattern | None = None
+    """Its kinds of block alternate in a repeating unit; None: they do not (or it has one kind)."""
 
 
 BLOCK_CHILDREN = (
@@ -129,7 +155,13 @@ def describe(model: Any) -> tuple[list[Stack], list[str]]:
             stack.head = _label(*head, model)
             stack.output = stack.head.output if stack.head is not None else None
         stacks.append(stack)
-    notes = [f"{s.name or 'block'} order, first to last: {_block_order(s.kinds)}" for s in stacks if len(s.kinds) > 1]
+    for stack in stacks:
+        stack.pattern = _pattern(stack.kinds)
+    notes = [
+        f"{s.name or 'block'} order, first to last: {s.pattern.text if s.pattern else _block_order(s.kinds)}"
+        for s in stacks
+        if len(s.kinds) > 1
+    ]
     notes += [f"also built: {p} ({m.kind} {m.name})" for p, m in top.items() if p not in used]
     if not stacks:  # an architecture whose blocks zoo cannot find: every component, in module order
         units = [Unit(_component_label(p, m, model)) for p, m in top.items()]
@@ -152,6 +184,37 @@ def _kinds(model: Any, prefix: str, by_index: dict[int, dict[str, Any]], note: s
         if len(groups) > 1:
             kinds[-1].name = chr(ord("A") + n) if n < 26 else str(n + 1)
     return kinds
+
+
+def _order(kinds: list[Kind]) -> list[str]:
+    """The kind name of every block of a stack, first to last."""
+    of = {i: kind.name for kind in kinds for i in kind.layers}
+    return [of[i] for i in sorted(of)]
+
+
+def _group(names: list[str]) -> list[tuple[str, int]]:
+    """Consecutive equal names counted: ``A, A, B`` -> ``[(A, 2), (B, 1)]``."""
+    runs: list[tuple[str, int]] = []
+    for name in names:
+        if runs and runs[-1][0] == name:
+            runs[-1] = (name, runs[-1][1] + 1)
+        else:
+            runs.append((name, 1))
+    return runs
+
+
+def _pattern(kinds: list[Kind]) -> Pattern | None:
+    """The shortest unit of more than one kind that the blocks repeat at least twice (the last repeat may stop
+    early), or None when the kinds do not alternate (DeepSeek's dense first layer, then MoE layers)."""
+    if len(kinds) < 2:
+        return None
+    order = _order(kinds)
+    for size in range(2, len(order) // 2 + 1):
+        unit = order[:size]
+        if len(set(unit)) > 1 and all(name == unit[i % size] for i, name in enumerate(order)):
+            repeats = len(order) // size
+            return Pattern(_group(unit), repeats, _group(order[repeats * size :]))
+    return None
 
 
 def _block_order(kinds: list[Kind]) -> str:

@@ -22,6 +22,7 @@ from .render import (
 GAP = 0.26  # vertical space between consecutive parts (an arrow)
 SKIP = 0.17  # box edge to residual line
 MARGIN = 0.34  # box edge to block frame
+OUTER = 0.16  # block frame to the frame of a repeating unit of blocks
 COL_GAP = 0.22  # between the columns of a parallel block
 STACK_GAP = 0.9  # between stacks (the encoder output runs here)
 MIN_WIDTH = 2.5
@@ -116,6 +117,11 @@ def _draw_stack(canvas: Canvas, stack: Stack, width: float, *, skip_side: int, l
         arrow_to(y, y + GAP)
         y = canvas.box(stack.embed_norm, x, y + GAP, w)
 
+    outer_x = frame_x + OUTER
+    if stack.pattern is not None:  # the repeating unit, framed once more
+        outer_bottom = y + GAP * 0.6
+        arrow_to(y, outer_bottom, arrow=False)
+        y = outer_bottom + 0.02
     for kind in stack.kinds:
         frame_bottom = y + GAP * 0.6
         arrow_to(y, frame_bottom, arrow=False)
@@ -135,6 +141,16 @@ def _draw_stack(canvas: Canvas, stack: Stack, width: float, *, skip_side: int, l
             label_side * (frame_x + 0.16), (frame_bottom + frame_top) / 2, side, "left" if label_side > 0 else "right"
         )
         y = frame_top
+    if stack.pattern is not None:
+        band = _line_height(REPEAT_PT)
+        outer_top = y + 0.12 + band
+        arrow_to(y, outer_top, arrow=False)
+        height = outer_top - outer_bottom
+        canvas.rect(-outer_x, outer_bottom, 2 * outer_x, height, fill="#fbfbfb", edge="#9a9a9a", z=-1, r=0.16)
+        side = [(stack.pattern.text, REPEAT_PT - 4, True)]
+        ha = "left" if label_side > 0 else "right"
+        canvas.side_text(label_side * (outer_x + 0.16), outer_top - band / 2, side, ha)
+        y = outer_top
 
     for label in (stack.final_norm, stack.head):
         if label is not None:
@@ -153,8 +169,12 @@ def _side_label(stack: Stack, kind: Kind) -> list[tuple[str, float, bool]]:
     if not stack.num_layers:  # not blocks at all: the components of an architecture zoo does not know
         return [(LAYOUT_WORDS["chain"], SIDE_PT, False)]
     what = f"{stack.name or ('decoder' if stack.causal else 'encoder')} block"
-    side = [(f"× {len(kind.layers)}", REPEAT_PT, True)]
-    side.append((f"{what} {kind.name}" if kind.name else f"{what}s", SIDE_PT, False))
+    if stack.pattern is not None:  # how many in each repeat of the unit, then how many in all
+        side = [(f"× {stack.pattern.count(kind.name)}", REPEAT_PT, True)]
+        side.append((f"{what} {kind.name}, {len(kind.layers)} in all", SIDE_PT, False))
+    else:
+        side = [(f"× {len(kind.layers)}", REPEAT_PT, True)]
+        side.append((f"{what} {kind.name}" if kind.name else f"{what}s", SIDE_PT, False))
     side.append((LAYOUT_WORDS.get(kind.layout, kind.layout), SIDE_PT, False))
     if len(stack.kinds) > 1:
         side.append((_layers_text(kind.layers), SIDE_PT, False))

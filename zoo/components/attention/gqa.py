@@ -14,10 +14,10 @@ from pydantic import Field
 from torch import nn
 
 from zoo.components.kernels import Kernel, sdpa
-from zoo.config import BuildContext, ComponentConfig, Nested, Spec
+from zoo.config import BuildContext, ComponentConfig, Nested, Spec, nested_config
 from zoo.cost import Cost, nested_cost
 from zoo.init import residual_output
-from zoo.label import Label, attention_label
+from zoo.label import SKIP_OPTIONS, Label, attention_label
 from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
 
@@ -454,8 +454,17 @@ class AttentionConfig(ComponentConfig):
         )
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
-        """Its query heads, the key/value heads that serve them (when fewer) and its head width."""
-        return attention_label(self, ctx, note=note, heads=self.num_heads, kv_heads=self.num_kv_heads)
+        """Its query heads, the key/value heads that serve them (when fewer) and its head width; a layer with its
+        own rotary encoding or position bias shows that one instead of the stack's (``note``)."""
+        own = note
+        if not ctx.cross:
+            for name in ("rotary", "position_bias"):
+                config = nested_config(self, name)
+                if config is not None:
+                    positions = config.label("positional", ctx, getattr(module, name, None))
+                    own = positions.title if positions is not None else "no positions (NoPE)"
+        skip = SKIP_OPTIONS | {"rotary", "position_bias"}
+        return attention_label(self, ctx, note=own, heads=self.num_heads, kv_heads=self.num_kv_heads, skip=skip)
 
 
 class MHAConfig(AttentionConfig):

@@ -11,7 +11,7 @@ from torch import nn
 
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
-from zoo.label import Label
+from zoo.label import Label, number
 from zoo.limits import MAX_WIDTH
 
 from .base import _tying, cross_entropy
@@ -139,5 +139,7 @@ class LMHeadConfig(ComponentConfig):
         lines = [width, _tying(self.tie_embeddings)] + (["input scaled by 1/√d_model"] if self.rescale else [])
         if self.logit_divisor != 1.0:
             lines.append(f"logits divided by {self.logit_divisor:g}")
+        if self.softcap is not None:
+            lines.append(f"logits soft-capped at ±{number(self.softcap)}")
         output = "next-token logits" if ctx.causal else "token logits"
         return Label("head", f"LM head · {self.type}", lines, output=output)

@@ -286,7 +286,8 @@ class RopeConfig(PositionalConfig):
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
         """Shown inside every self-attention: θ, the share of head dims rotated, the long-context scaling."""
-        words = [f"RoPE θ={number(self.theta)}"]
+        theta = float(round(self.theta)) if self.theta >= 100 else self.theta  # whole, not %g's 6 digits
+        words = [f"RoPE θ={number(theta)}"]
         if self.rotary_fraction < 1:
             words.append(f"on {self.rotary_fraction:g} of dims")
         if self.scaling != "none":

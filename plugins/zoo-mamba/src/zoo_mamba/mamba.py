@@ -30,6 +30,7 @@ from zoo.components.norm import RMSNorm
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
+from zoo.label import Label, options, wrap
 
 from .common import SSMState, causal_conv, real_tokens
 
@@ -262,6 +263,13 @@ class MambaConfig(ComponentConfig):
         inner = self.intermediate_size if self.intermediate_size is not None else self.expand * d_model
         rank = self.time_step_rank if self.time_step_rank is not None else math.ceil(d_model / 16)
         return inner, self.state_size, rank, self.conv_kernel
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """A selective-scan mixer, not an attention: its inner width, state, convolution and step rank."""
+        I, S, R, K = self.sizes(ctx.d_model)
+        lines = [f"{ctx.d_model} → {I} inner, state {S}", f"conv {K}, Δ rank {R}"]
+        skip = {"type", "state_size", "expand", "intermediate_size", "conv_kernel", "time_step_rank"}
+        return Label("attention", f"Mamba selective-scan mixer · {self.type}", lines + wrap(options(self, skip)))
 
     def check(self, ctx: BuildContext) -> list[str]:
         problems = []

@@ -28,6 +28,7 @@ from torch import nn
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
+from zoo.label import Label, options, wrap
 
 from .common import SSMState, causal_conv, real_tokens
 
@@ -285,6 +286,18 @@ class Mamba2Config(ComponentConfig):
         {"head_dim": 16, "state_size": 8, "chunk_size": 4},
         {"head_dim": 8, "num_groups": 2, "state_size": 4, "conv_kernel": 2, "chunk_size": 3, "bias": True},
     )
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        """An SSD mixer, not an attention: its heads and their width, inner width, state, groups, convolution."""
+        inner = self.expand * ctx.d_model
+        groups = f"{self.num_groups} group" + ("s" if self.num_groups > 1 else "")
+        lines = [
+            f"{inner // self.head_dim} heads, head_dim {self.head_dim}",
+            f"{ctx.d_model} → {inner} inner, state {self.state_size}",
+            f"{groups} of B, C; conv {self.conv_kernel}",
+        ]
+        skip = {"type", "head_dim", "expand", "num_groups", "state_size", "conv_kernel"}
+        return Label("attention", f"Mamba-2 SSD mixer · {self.type}", lines + wrap(options(self, skip)))
 
     def check(self, ctx: BuildContext) -> list[str]:
         inner = self.expand * ctx.d_model
