@@ -262,8 +262,9 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch)
 
 KILLABLE = """
 import sys
+from pathlib import Path
 from zoo.train import train
-train("gpt-tiny", out=sys.argv[1], resume=True, **{settings!r})
+train("gpt-tiny", out=sys.argv[1], resume=(Path(sys.argv[1]) / "checkpoints").exists(), **{settings!r})
 """
 
 

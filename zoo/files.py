@@ -14,7 +14,10 @@ import json
 import os
 import pickle
 import re
+import shutil
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,61 @@ def atomic_write(path: Path, write: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class DestinationError(ZooError, ValueError):
+    """A folder a command would write into is the one it reads, or holds something else (without ``force``)."""
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    a, b = a.resolve(), b.resolve()
+    return a == b or a in b.parents or b in a.parents
+
+
+@contextmanager
+def destination(
+    out: str | Path,
+    *,
+    what: str,
+    force: bool = False,
+    same: Callable[[Path], bool] = lambda folder: False,
+    reading: tuple[str | Path, ...] = (),
+) -> Iterator[Path]:
+    """The folder ``out`` to write ``what`` into, made safe: never one being read (``reading``), and never one
+    that holds something else unless ``force``, which replaces it whole: the old folder is moved aside, and is
+    deleted once the new one is written, or put back if the write fails. A folder that holds the same model
+    (``same(out)``) is written in place, file by file.
+
+    Raises:
+        DestinationError: ``out`` overlaps a folder being read, is a file, or holds something else without
+            ``force``; the message says what to do.
+    """
+    out = Path(out)
+    for source in reading:
+        if _overlaps(out, Path(source)):
+            raise DestinationError(f"{out}: that is the folder being read ({source}); write {what} to another folder")
+    if out.exists() and not out.is_dir():
+        raise DestinationError(f"{out} is a file: write {what} to a folder")
+    if not out.exists() or not any(out.iterdir()) or same(out):
+        yield out
+        return
+    if not force:
+        held = sorted(p.name for p in out.iterdir())
+        listed = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        other = "another model" if {"recipe.yaml", CONFIG_FILE} & set(held) else "other files"
+        raise DestinationError(
+            f"{out} already holds {other} ({listed}): pass --force to replace it whole with {what}, or choose "
+            "another folder"
+        )
+    aside = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+    out.rename(aside)
+    try:
+        yield out
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        aside.rename(out)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- reading safely

@@ -93,6 +93,13 @@ class ZooGroup(TyperGroup):
     """The command group that turns zoo's errors into one rendered message and exit status 2, and prints zoo's
     warnings as one line each."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``--debug`` is zoo's option, accepted anywhere before a ``--``: ``zoo train X --debug`` too."""
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            args = ["--debug", *(a for i, a in enumerate(args) if not (a == "--debug" and i < end))]
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             with warnings.catch_warnings():

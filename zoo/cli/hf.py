@@ -1,4 +1,4 @@
-"""``zoo import`` and ``zoo export --to hf``: Hugging Face checkpoints in and out, through ``zoo.hf``.
+"""``zoo import`` and ``zoo export``: Hugging Face checkpoints in and out, through ``zoo.hf``.
 
 Errors (``HFImportError``, ``HFExportError``, ``RecipeError``) propagate to the app's one error handler.
 """
@@ -18,17 +18,26 @@ class ExportFormat(str, Enum):
     hf = "hf"
 
 
+FORCE_HELP = "Replace an output folder that holds something else, whole (without it, such a folder is refused)."
+Force = Annotated[bool, typer.Option("--force", help=FORCE_HELP)]
+
+
 def import_(
     hf_dir: Annotated[Path, typer.Argument(help="Hugging Face checkpoint folder: config.json and the weights.")],
-    out: Annotated[Path, typer.Option("--out", help="Folder to write recipe.yaml and model.safetensors to.")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Folder to write recipe.yaml and model.safetensors to; default models/NAME."),
+    ] = None,
     dtype: Annotated[Dtype | None, typer.Option("--dtype", help="Cast the weights; default: as stored.")] = None,
+    force: Force = False,
 ) -> None:
     """Import a local Hugging Face checkpoint (GPT-2, BERT, ViT, T5, Llama, Mixtral) as a zoo model folder."""
     from zoo.hf import import_checkpoint
 
     from .render import console, count
 
-    done = import_checkpoint(hf_dir, out, dtype=dtype.value if dtype is not None else None)
+    out = out if out is not None else Path("models") / hf_dir.resolve().name
+    done = import_checkpoint(hf_dir, out, dtype=dtype.value if dtype is not None else None, force=force)
     console().print(
         f"[green]Imported[/green] {done.hf_class} ([bold]{done.family}[/bold], {count(done.parameters)} parameters) "
         f"from {hf_dir} -> {done.directory}"
@@ -41,19 +50,24 @@ def export(
         Path,
         typer.Argument(help="A zoo model folder, a run folder (zoo train --out) or one of its checkpoint folders."),
     ],
-    out: Annotated[Path, typer.Argument(help="Folder to write the checkpoint to.")],
-    to: Annotated[ExportFormat, typer.Option("--to", help="Checkpoint format.")],
+    out: Annotated[Path | None, typer.Argument(help="Folder to write the checkpoint to (or --out).")] = None,
+    out_option: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write the checkpoint to.")] = None,
+    to: Annotated[ExportFormat, typer.Option("--to", help="Checkpoint format (hf, the only one).")] = ExportFormat.hf,
+    force: Force = False,
 ) -> None:
     """Export a model as a Hugging Face checkpoint that transformers.pipeline loads.
 
     Writes config.json and model.safetensors, and the tokenizer (tokenizer.json, tokenizer_config.json)
     and generation_config.json: a run's own tokenizer, or the files an imported checkpoint came with.
     """
+    from zoo.errors import ArgumentError
     from zoo.hf import export_checkpoint
 
     from .render import console, count
 
-    done = export_checkpoint(directory, out)
+    if (out is None) == (out_option is None):
+        raise ArgumentError("give the folder to write to once: zoo export MODEL OUT, or zoo export MODEL --out OUT")
+    done = export_checkpoint(directory, out or out_option, force=force)
     console().print(
         f"[green]Exported[/green] {directory} as {done.hf_class} ([bold]{done.family}[/bold], "
         f"{count(done.parameters)} parameters) -> {done.directory}"

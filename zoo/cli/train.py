@@ -31,8 +31,14 @@ def train(
     set_: Overrides = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Run directory (checkpoints, metrics); default runs/<recipe name>[-2, -3...]."),
+        typer.Option(
+            "--out", "-o", help="Run directory (checkpoints, metrics); default runs/<recipe name>[-2, -3...]."
+        ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="--out names a folder that holds something else than a run: replace it whole."),
+    ] = False,
     device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
     resume: Annotated[
         bool,
@@ -86,6 +92,7 @@ def train(
             resume=resume,
             allow_changes=allow_changes,
             init_from=init_from,
+            force=force,
             callback=show,
             **overrides,
         )
@@ -299,6 +306,7 @@ def generate(
 
         resolve_kernel(kernel)  # an unknown kernel is refused before the run is loaded
     run = load_run(run_dir, device=pick_device(device.value))
+    _said_what_was_read(run_dir)
     if draft is not None:
         _speculative(
             run,
@@ -346,6 +354,18 @@ def generate(
         show.print(t)
 
 
+def _said_what_was_read(path: Path) -> None:
+    """Which checkpoint a reading command read, on stderr (stdout keeps only the text)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from zoo.locate import locate
+
+    folder = locate(path)
+    what = folder.note or f"{folder.given}: a zoo {folder.kind} folder"
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[dim]read {escape(what)}[/dim]")
+
+
 def _speculative(
     run: Any, draft: Any, prompts: list[str], max_new_tokens: int, draft_tokens: int, *, stats: bool, **sampling: Any
 ) -> None:
@@ -382,7 +402,7 @@ def _speculative(
 
 def plot(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by zoo train.")],
-    out: Annotated[Path | None, typer.Option("--out", help="PNG file; default RUN_DIR/metrics.png.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="PNG file; default RUN_DIR/metrics.png.")] = None,
 ) -> None:
     """Draw a run's training loss and held-out curves into a PNG."""
     from rich.markup import escape

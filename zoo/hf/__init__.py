@@ -19,7 +19,9 @@ folder through two hooks it implements (``zoo.plugins.hf_folder_recipe``, ``zoo.
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ import torch
 from torch import nn
 
 from zoo.errors import HFExportError, HFImportError
+from zoo.files import CONFIG_FILE, destination
 from zoo.hookspecs import hookimpl
 from zoo.plugins import hf_families
 
@@ -305,21 +308,59 @@ def _hf_checkpoint(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Te
     return config, state
 
 
-def import_checkpoint(hf_dir: str | Path, out: str | Path, *, dtype: str | torch.dtype | None = None) -> Conversion:
+def import_checkpoint(
+    hf_dir: str | Path, out: str | Path, *, dtype: str | torch.dtype | None = None, force: bool = False
+) -> Conversion:
     """``zoo import``: read a HF checkpoint folder and save it as a zoo folder (recipe.yaml + weights), its
-    tokenizer and generation files carried along in ``out/hf`` (``zoo export`` writes them back out)."""
+    tokenizer and generation files carried along in ``out/hf`` (``zoo export`` writes them back out).
+
+    ``out`` may not be ``hf_dir`` (nor inside it); a folder that holds anything but this same model is replaced
+    whole with ``force``, and refused without (``zoo.files.destination``)."""
     from zoo.builder import count_parameters
     from zoo.checkpoint import save
 
     source = _Source.read(hf_dir)
     model = from_hf(hf_dir, dtype=dtype)
-    directory = save(model, out)
-    names = carry_in(hf_dir, directory)
+    with destination(out, what="the imported model", force=force, same=_holds(model.recipe), reading=(hf_dir,)):
+        directory = save(model, out)
+        names = carry_in(hf_dir, directory)
     notes = (f"carried along into {Path(directory) / CARRIED_DIR}: {', '.join(names)}",) if names else ()
     return Conversion(source.family.name, source.hf_class, count_parameters(model), Path(directory), notes)
 
 
-def export_checkpoint(zoo_dir: str | Path, out: str | Path) -> Conversion:
+def _holds(recipe: Any) -> Callable[[Path], bool]:
+    """Whether a folder holds a zoo model of ``recipe``'s architecture (written over in place, not refused)."""
+
+    def same(folder: Path) -> bool:
+        from zoo.errors import ZooError
+        from zoo.recipe import load_recipe
+
+        if not (folder / "recipe.yaml").is_file():
+            return False
+        try:
+            held = load_recipe(folder / "recipe.yaml")
+        except (ZooError, OSError):
+            return False
+        skip = {"name", "description"}
+        return held.model_dump(exclude=skip) == recipe.model_dump(exclude=skip)
+
+    return same
+
+
+def _same_config(config: dict[str, Any]) -> Callable[[Path], bool]:
+    """Whether a folder holds a Hugging Face checkpoint with this very config.json (written over in place)."""
+
+    def same(folder: Path) -> bool:
+        try:
+            held = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return held == json.loads(json.dumps(config))
+
+    return same
+
+
+def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = False) -> Conversion:
     """``zoo export --to hf``: write a model as a HF checkpoint folder that ``transformers.pipeline`` loads.
 
     ``zoo_dir`` is any folder ``zoo.locate`` knows: a model folder, a training checkpoint, a run (its latest
@@ -329,6 +370,8 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path) -> Conversion:
 
     Raises:
         NotAModelFolder: ``zoo_dir`` is none of those folders. HFExportError: the model fits no family.
+        DestinationError: ``out`` is ``zoo_dir``, or holds something else than this export (without ``force``,
+            which replaces it whole).
     """
     from zoo.builder import count_parameters
     from zoo.checkpoint import load
@@ -356,9 +399,10 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path) -> Conversion:
     generates = recipe.architecture in ("decoder", "encoder-decoder")
     if generates and extra.token_ids and not any(p.name == GENERATION_CONFIG_FILE for p in extra.copied):
         written[GENERATION_CONFIG_FILE] = generation_config(ids, config)
-    directory = write_checkpoint(out, config, state)
-    write_files(directory, written)
-    copy_out(extra.copied, directory)
+    with destination(out, what="the export", force=force, same=_same_config(config), reading=(zoo_dir,)):
+        directory = write_checkpoint(out, config, state)
+        write_files(directory, written)
+        copy_out(extra.copied, directory)
     family = family_of(recipe)
     notes = tuple(n for n in (folder.note, extra.note, kept) if n)
     return Conversion(family.name, family.hf_class(recipe), count_parameters(model), Path(directory), notes)

@@ -99,6 +99,7 @@ def train(
     resume: bool = False,
     allow_changes: bool = False,
     init_from: str | Path | None = None,
+    force: bool = False,
     callback: Callable[[TrainEvent], None] | None = None,
     **overrides: Any,
 ) -> TrainResult:
@@ -115,6 +116,8 @@ def train(
             checkpoint's and train on with them; the model, tokenizer and objective never change.
         init_from: a model, checkpoint, run or Hugging Face folder whose weights the new run starts from
             (``zoo.train.transfer``); not with ``resume``.
+        force: ``out`` holds something else than a run (files of yours): replace it whole. Without it, such a
+            folder is refused; a run folder needs ``resume`` (or another ``out``) either way.
         callback: receives every ``TrainEvent`` (on rank 0 only, under torchrun).
         overrides: recipe overrides with dotted keys, e.g. ``**{"train.steps": 100}``.
 
@@ -140,6 +143,7 @@ def train(
         callback=callback,
         start=start,
         init_from=init_from,
+        force=force,
     )
     try:
         return trainer.run()
@@ -179,6 +183,7 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         allow_changes: bool = False,
         start: Start | None = None,
         init_from: str | Path | None = None,
+        force: bool = False,
     ) -> None:
         """``start``: how ``train()`` was called (None: ``recipe`` is the whole recipe, as given)."""
         if init_from is not None and resume:
@@ -211,6 +216,7 @@ class Trainer(Checkpointing, Interruptible, Reporting):
                 "together and must be divisible by their number"
             )
         self.resume_from = self._find_checkpoint(resume)
+        self._claim_folder(force)
         self._clean_leftovers()
         if self.resume_from is None and self.saved_start:  # killed before its first checkpoint: start as it did
             init_from = init_from or self.saved_start.get("init_from")

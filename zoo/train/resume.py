@@ -4,6 +4,7 @@ checkpoint's state, writing checkpoints and ``run.yaml``, and cleaning what a ki
 from __future__ import annotations
 
 import contextlib
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,12 @@ class Checkpointing:
                 f"{self.run_dir} already holds a run (checkpoint {found.name}): pass --resume to continue it, "
                 "or --out for a new run directory"
             )
-        if found is None and resume:
+        if found is None and resume and self.saved_start is None:
+            raise TrainError(
+                f"--resume: {self.run_dir} holds no run to continue (no checkpoint, no {ckpt.START_FILE}); drop "
+                "--resume to start a new run there, or name the run's folder with --out"
+            )
+        if found is None and resume:  # killed before its first checkpoint: run.yaml says how it was started
             self._emit("notice", 0, message=f"no complete checkpoint in {self.run_dir}: starting from step 0")
         if found is not None:
             self._check_changes(found)
@@ -70,6 +76,26 @@ class Checkpointing:
         if self.start.reference is None:
             return f"{difference}   (the recipe given)"
         return f"{difference}   (the recipe as it reads now)"
+
+    def _claim_folder(self, force: bool) -> None:
+        """Refuse a run directory that holds something else than a run (a run is refused or resumed by
+        ``_find_checkpoint``); ``force`` replaces it whole (rank 0, before anything is written)."""
+        d = self.run_dir
+        if not d.is_dir() or (d / ckpt.CHECKPOINTS).exists() or (d / ckpt.START_FILE).exists():
+            return
+        held = sorted(p.name for p in d.iterdir() if not p.name.startswith("."))
+        if not held:
+            return
+        if not force:
+            listed = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+            raise TrainError(
+                f"{d} holds something else than a run ({listed}): pass --force (force=True) to replace it whole "
+                "with this run, or choose another --out"
+            )
+        if self.env.is_main:
+            shutil.rmtree(d)
+            d.mkdir(parents=True)
+        dist.barrier(self.env)
 
     def _clean_leftovers(self) -> None:
         """Remove what a killed process left in the run directory (rank 0, before anything is written)."""
