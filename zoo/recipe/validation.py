@@ -1,8 +1,9 @@
 """Validation: each component spec against the config its component registered, then the recipe, then the
 rules that span components. Every problem is collected into one ``RecipeError``.
 
-A part that fails does not stop the others: the rules still run for every part that validated, and a rule
-whose input failed is skipped, so each error is a cause, never a knock-on of another one.
+A part that fails does not stop the others: the rules run in the same pass over every part that validated (a
+field that failed is a ``FailedValue``, a component a ``FailedSpec``), and a rule whose input failed is skipped,
+so every error comes at once and each is a cause, never a knock-on of another one.
 
 This module holds the recipe-level pass (``validate_recipe``: the architecture's defaults, ``block``, ``train``,
 ``layers``, the ``Recipe`` model); ``specs`` validates the component specs, ``rules`` checks the rules that span
@@ -15,14 +16,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from zoo.config import StrictNumbers
 from zoo.errors import RecipeError, UnknownComponentError
 from zoo.limits import MAX_LAYERS
 from zoo.plugins import explain_unknown, get_registry
 
 from .block import BlockConfig
+from .partial import FailedValue, failed_fields, field_errors, is_failed, partial_model, validate_partially
 from .report import Errors, _dedupe, _interrupt, _pydantic_errors, raised, short_repr
 from .rules import STYLE_WORDS, check_rules
 from .schema import COMPONENT_FIELDS, LAYER_FIELDS, Recipe, layer_selection
@@ -30,7 +30,6 @@ from .specs import FailedInput, FailedSpec, _validate_spec, validate_spec
 from .training import TrainConfig
 
 __all__ = [
-    "BYSTANDER_KEYS",
     "STYLE_WORDS",
     "Errors",
     "FailedInput",
@@ -41,10 +40,6 @@ __all__ = [
     "validate_recipe",
     "validate_spec",
 ]
-
-BYSTANDER_KEYS = frozenset({"description", "expect", "train"})
-"""Recipe keys that, when they fail, still leave the rules something to check: without them the recipe takes
-their defaults, under which the one rule that reads them (``train.seq_len``'s) does not fire."""
 
 
 def _check_select(select: Any) -> str | None:
@@ -121,17 +116,15 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
                     failed.add(f"layers.{i}.select")
                     layers_known = False
 
-    recipe = None
-    try:
-        recipe = Recipe.model_validate(data)
-    except ValidationError as exc:
+    recipe, details = field_errors(Recipe, data)
+    if recipe is None:
         reported = tuple(f"{path}." for path in failed)
         errors.extend(
-            e for e in _pydantic_errors(exc, "", Recipe) if e[0] not in failed and not e[0].startswith(reported)
+            e for e in _pydantic_errors(details, "", Recipe) if e[0] not in failed and not e[0].startswith(reported)
         )
-        recipe = _without_bystanders(data, exc)
-    if recipe is not None and arch is not None and layers_known:
-        errors.extend(check_rules(recipe, registry))
+        recipe = partial_model(Recipe, data, failed_fields(details))
+    if recipe is not None and arch is not None:
+        errors.extend(check_rules(_with_failed_parts(recipe, layers_known), registry))
     if errors:
         raise RecipeError(_dedupe(errors), source=source)
     assert recipe is not None
@@ -139,7 +132,8 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
 
 
 def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
-    """Validate ``block`` (``norm_position`` at the top is short for ``block.norm_position``) in place."""
+    """Validate ``block`` (``norm_position`` at the top is short for ``block.norm_position``) in place; when it
+    fails, report its errors and leave what validated of it for the rules."""
 
     block = data.get("block", {})
     if "norm_position" in data:
@@ -153,12 +147,13 @@ def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None
     if isinstance(block, BlockConfig):
         data["block"] = block
         return
-    try:
-        data["block"] = BlockConfig.model_validate(block)
-    except ValidationError as exc:
-        errors.extend(_pydantic_errors(exc, "block", BlockConfig))
-        failed.add("block")
-        data.pop("block", None)
+    valid, partial, found = validate_partially(BlockConfig, block, "block")
+    if valid is not None:
+        data["block"] = valid
+        return
+    errors.extend(found)
+    failed.add("block")
+    _replace(data, "block", partial)
 
 
 class _CheckedTrain(StrictNumbers, TrainConfig):
@@ -166,28 +161,34 @@ class _CheckedTrain(StrictNumbers, TrainConfig):
 
 
 def _check_train(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
-    """Validate ``train`` with ``_CheckedTrain``; when it fails, report its errors and leave the default."""
+    """Validate ``train`` with ``_CheckedTrain``; when it fails, report its errors and leave what validated of it
+    for the rules."""
     train = data.get("train")
     if train is None or isinstance(train, TrainConfig) or not isinstance(train, Mapping):
         return  # a wrong type is reported by the recipe's own validation
-    try:
-        _CheckedTrain.model_validate(train)
-    except ValidationError as exc:
-        errors.extend(_pydantic_errors(exc, "train", TrainConfig))
+    valid, partial, found = validate_partially(_CheckedTrain, train, "train")
+    if valid is None:
+        errors.extend(found)
         failed.add("train")
-        data.pop("train")
+        _replace(data, "train", partial)
 
 
-def _without_bystanders(data: dict[str, Any], exc: ValidationError) -> Recipe | None:
-    """The recipe less its failed keys when those are unknown keys or ``BYSTANDER_KEYS``, for the rules to
-    check; None when a key the rules read failed (``d_model``, ``max_len``, ...)."""
-    drop = set()
-    for err in exc.errors():
-        key = str(err["loc"][0]) if err["loc"] else ""
-        if key not in BYSTANDER_KEYS and not (err["type"] == "extra_forbidden" and len(err["loc"]) == 1):
-            return None
-        drop.add(key)
-    try:
-        return Recipe.model_validate({k: v for k, v in data.items() if k not in drop})
-    except ValidationError:
-        return None
+def _replace(data: dict[str, Any], key: str, partial: Any) -> None:
+    """``data[key]`` as what validated of it; without it when nothing did (the recipe's validation reports the
+    key missing, which is not reported again, and the rules take it as failed)."""
+    if partial is not None:
+        data[key] = partial
+    else:
+        data.pop(key, None)
+
+
+def _with_failed_parts(recipe: Recipe, layers_known: bool) -> Recipe:
+    """``recipe`` as the rules read it: a ``FailedSpec`` for each component that failed as a whole, and
+    ``layers`` failed when a selector did not parse (which layers it changes is not known)."""
+    parts = {kind: FailedSpec() for kind in COMPONENT_FIELDS if is_failed(getattr(recipe, kind))}
+    if not layers_known:
+        parts["layers"] = FailedValue("layers")
+    if parts:
+        recipe = recipe.model_copy()
+        recipe.__dict__.update(parts)
+    return recipe
