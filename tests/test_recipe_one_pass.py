@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from zoo.cli import app
 from zoo.errors import RecipeError
-from zoo.recipe import load_recipe
+from zoo.recipe import load_recipe, load_with_assignments, named_recipes
 
 GPT = """\
 name: six
@@ -23,6 +25,7 @@ norm: {type: layernorm}
 ffn: {type: mlp, hidden: 256}
 head: {type: lm, tie_embeddings: true}
 """
+TINY = str(named_recipes()["gpt-tiny"])
 
 
 def message(source, **overrides) -> str:
@@ -61,12 +64,13 @@ def test_field_errors_and_cross_field_rules_come_together(tmp_path):
 def test_a_boolean_for_a_number_does_not_hide_the_other_fields_errors():
     assert message("gpt-tiny", num_layers=True, vocab_size=-1).endswith(
         "2 errors in recipe\n"
-        "  num_layers: Input should be a number, not a boolean (got True)\n"
-        "  vocab_size: Input should be greater than or equal to 1 (got -1)"
+        "  override num_layers=True: num_layers: Input should be a number, not a boolean (got True)\n"
+        "  override vocab_size=-1: vocab_size: Input should be greater than or equal to 1 (got -1)"
     )
     assert message("gpt-tiny", **{"ffn.hidden": True, "ffn.activation": "nope"}).endswith(
-        "  ffn.hidden: Input should be a number, not a boolean (got True)\n"
-        "  ffn.activation: Input should be 'relu', 'relu2', 'gelu', 'gelu_tanh', 'silu', 'xielu' or 'identity' "
+        "  override ffn.hidden=True: ffn.hidden: Input should be a number, not a boolean (got True)\n"
+        "  override ffn.activation='nope': ffn.activation: Input should be 'relu', 'relu2', 'gelu', 'gelu_tanh', "
+        "'silu', 'xielu' or 'identity' "
         "(got 'nope')"
     )
 
@@ -74,8 +78,11 @@ def test_a_boolean_for_a_number_does_not_hide_the_other_fields_errors():
 def test_a_models_own_rules_run_beside_its_field_errors():
     got = message("gpt-tiny", **{"train.lr": "abc", "train.checkpoint_every": 2})
     assert got.endswith(
-        "  train.lr: Input should be a valid number, unable to parse string as a number (got 'abc')\n"
-        "  train: checkpoint_every (2) applies to activation_checkpointing: every_k only, not none: set "
+        "  override train.lr='abc': train.lr: Input should be a valid number, unable to parse string as a number "
+        "(got 'abc')\n"
+        f"  {TINY} with override train.checkpoint_every=2, override train.lr='abc': train: checkpoint_every (2) "
+        "applies to "
+        "activation_checkpointing: every_k only, not none: set "
         "activation_checkpointing: every_k or drop checkpoint_every"
     )
 
@@ -84,8 +91,9 @@ def test_a_rule_reading_a_failed_field_is_skipped_the_others_run():
     got = message("gpt-tiny", max_len=-1, **{"train.seq_len": 4096, "attention.num_heads": 5})
     assert got.endswith(
         "2 errors in recipe\n"
-        "  max_len: Input should be greater than or equal to 1 (got -1)\n"
-        "  attention: d_model (64) must be divisible by num_heads (5), or set head_dim"
+        "  override max_len=-1: max_len: Input should be greater than or equal to 1 (got -1)\n"
+        f"  {TINY} with override attention.num_heads=5: attention: d_model (64) must be divisible by num_heads (5), "
+        "or set head_dim"
     )  # no knock-on of max_len: train.seq_len's rule reads it
 
 
@@ -93,8 +101,9 @@ def test_the_architectures_errors_do_not_hide_the_components_rules():
     got = message("gpt-tiny", vocab_size=None, pad_token_id=300, **{"attention.num_heads": 5})
     assert got.endswith(
         "2 errors in recipe\n"
-        "  vocab_size: required by architecture 'decoder'\n"
-        "  attention: d_model (64) must be divisible by num_heads (5), or set head_dim"
+        "  override vocab_size=None: vocab_size: required by architecture 'decoder'\n"
+        f"  {TINY} with override attention.num_heads=5: attention: d_model (64) must be divisible by num_heads (5), "
+        "or set head_dim"
     )  # pad_token_id's rule reads vocab_size: skipped
 
 
@@ -103,3 +112,80 @@ def test_a_spec_with_a_bad_option_still_has_its_models_rules_checked():
     spec = {"type": "moe", "num_experts": 2, "top_k": 3, "expert": expert, "aux_loss_coef": "x"}
     got = message("gpt-tiny", ffn=spec)
     assert "  ffn: top_k (3) must be <= num_experts (2)" in got.splitlines()
+
+
+# ---------------------------------------------------------------------------------------------- 2. --set into lists
+
+
+def test_set_reaches_a_per_layer_override_by_index():
+    recipe = load_with_assignments("moe-tiny", ["layers.0.ffn.num_experts=3"])
+    assert recipe.layers[0].ffn.num_experts == 3
+    assert load_recipe("moe-tiny", **{"layers.-1.ffn.top_k": 1}).layers[0].ffn.top_k == 1
+    recipe = load_with_assignments("moe-tiny", ["layers.0.norm.type=rmsnorm"])  # creates the nested mapping
+    assert recipe.layers[0].norm.type == "rmsnorm"
+
+
+def test_set_past_the_end_of_a_list_says_how_many_entries_there_are():
+    with pytest.raises(RecipeError) as info:
+        load_with_assignments("moe-tiny", ["layers.5.ffn.num_experts=3"])
+    assert (
+        str(info.value) == "--set layers.5.ffn.num_experts=3: layers.5: index 5 is past the end: layers has 1 entry (0)"
+    )
+    with pytest.raises(RecipeError) as info:
+        load_with_assignments("gpt-tiny", ["layers.0.ffn.num_experts=3"])
+    assert (
+        str(info.value) == "--set layers.0.ffn.num_experts=3: layers.0: index 0 is past the end: layers has no entries"
+    )
+    with pytest.raises(RecipeError) as info:
+        load_with_assignments("moe-tiny", ["layers.first.ffn=mlp"])
+    assert str(info.value) == (
+        "--set layers.first.ffn=mlp: layers.first: layers is a list: give an index, not 'first'; it has 1 entry (0)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- 3. --set as source
+
+
+def test_an_error_in_a_set_value_names_the_flag_not_the_file():
+    with pytest.raises(RecipeError) as info:
+        load_with_assignments("gpt-tiny", ["train.lr=abc"])
+    assert str(info.value) == (
+        "--set train.lr=abc: train.lr: Input should be a valid number, unable to parse string as a number (got 'abc')"
+    )
+
+
+def test_errors_from_the_file_and_from_set_each_name_their_source(tmp_path):
+    path = write(tmp_path, GPT.replace("d_model: 64", "d_model: -64").replace("num_kv_heads: 4", "num_kv_heads: 2"))
+    with pytest.raises(RecipeError) as info:
+        load_with_assignments(path, ["train.lr=abc", "train.steps=0"])
+    assert str(info.value) == "\n".join(
+        [
+            f"{path}: 3 errors in recipe",
+            "  --set train.steps=0: train.steps: Input should be greater than or equal to 1 (got 0)",
+            "  --set train.lr=abc: train.lr: Input should be a valid number, unable to parse string as a number "
+            "(got 'abc')",
+            "  d_model: Input should be greater than or equal to 1 (got -64)",
+        ]
+    )
+
+
+def test_a_rule_that_read_a_set_value_names_the_file_and_the_flag():
+    with pytest.raises(RecipeError) as info:
+        load_with_assignments("gpt-tiny", ["attention.num_heads=5"])
+    assert str(info.value).endswith(
+        "gpt-tiny.yaml with --set attention.num_heads=5: attention: d_model (64) must be divisible by num_heads (5), "
+        "or set head_dim"
+    )
+
+
+def test_keyword_overrides_name_themselves():
+    assert message("gpt-tiny", num_layers=0) == (
+        "override num_layers=0: num_layers: Input should be greater than or equal to 1 (got 0)"
+    )
+
+
+def test_the_cli_names_the_flag():
+    result = CliRunner().invoke(app, ["validate", "gpt-tiny", "--set", "train.lr=abc"])
+    assert result.exit_code != 0
+    assert "--set train.lr=abc: train.lr: Input should be a valid number" in result.output
+    assert "Traceback" not in result.output

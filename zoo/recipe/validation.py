@@ -53,8 +53,11 @@ def _check_select(select: Any) -> str | None:
 # ---------------------------------------------------------------------------------------------- the recipe
 
 
-def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Recipe:
-    """A ``Recipe`` from plain data (``extends`` already resolved), or ``RecipeError`` with every problem."""
+def validate_recipe(
+    data: Mapping[str, Any], *, source: str | None = None, origins: Mapping[str, str] | None = None
+) -> Recipe:
+    """A ``Recipe`` from plain data (``extends`` already resolved), or ``RecipeError`` with every problem;
+    ``origins`` names the overrides that set paths of ``data`` (see ``RecipeError``)."""
     registry = get_registry()
     errors: Errors = []
     data = dict(data)
@@ -126,7 +129,7 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
     if recipe is not None and arch is not None:
         errors.extend(check_rules(_with_failed_parts(recipe, layers_known), registry))
     if errors:
-        raise RecipeError(_dedupe(errors), source=source)
+        raise RecipeError(_dedupe(errors), source=source, origins=origins)
     assert recipe is not None
     return recipe
 
