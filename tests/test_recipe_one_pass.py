@@ -189,3 +189,60 @@ def test_the_cli_names_the_flag():
     assert result.exit_code != 0
     assert "--set train.lr=abc: train.lr: Input should be a valid number" in result.output
     assert "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------------------------------- 4. YAML errors
+
+
+def test_a_tab_is_named_and_its_line_quoted(tmp_path):
+    path = write(tmp_path, "name: x\nffn:\n  type: mlp\n\thidden: 3\n")
+    assert message(path) == (
+        f"{path}: line 4, column 1: tabs are not allowed in YAML: indent with spaces\n    \thidden: 3\n    ^"
+    )
+
+
+def test_a_misaligned_key_gets_its_likely_cause_and_a_caret(tmp_path):
+    path = write(tmp_path, "name: x\nffn:\n  type: mlp\n hidden: 3\n")
+    assert message(path) == (
+        f"{path}: line 4, column 2: invalid YAML: did not find expected key (a key that lines up with no key above "
+        "it: indent it as the other keys of its section)\n     hidden: 3\n     ^"
+    )
+
+
+def test_a_section_key_at_the_top_level_says_where_it_belongs(tmp_path):
+    path = write(
+        tmp_path,
+        GPT.replace("num_heads: 6, num_kv_heads: 4", "num_heads: 4, num_kv_heads: 2") + "hidden: 256\nlr: 0.1\n",
+    )
+    assert message(path) == "\n".join(
+        [
+            f"{path}: 2 errors in recipe",
+            "  hidden: not a top-level field; did you mean ffn.hidden? (indent it under ffn:)",
+            "  lr: not a top-level field; did you mean train.lr? (indent it under train:)",
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------- 5. not found
+
+
+def test_a_path_that_is_no_file_is_file_not_found(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, GPT, "mine.yaml")
+    assert message("nofile.yaml") == "file not found: nofile.yaml"
+    assert message("mine.yml") == "file not found: mine.yml (did you mean mine.yaml?)"
+    assert message("gpt-tiny.yaml") == "file not found: gpt-tiny.yaml (did you mean the named recipe 'gpt-tiny'?)"
+    assert message("sub/mine.yaml") == "file not found: sub/mine.yaml"
+
+
+def test_an_unknown_name_lists_a_few_close_names_not_all():
+    got = message("gpt2-smal")
+    assert got.startswith("no recipe file or named recipe 'gpt2-smal' (did you mean 'gpt2-small'")
+    assert got.count("'") <= 8 and got.endswith(f"; `zoo recipes` lists all {len(named_recipes())}")
+    assert message("xyzzy") == f"no recipe file or named recipe 'xyzzy'; `zoo recipes` lists all {len(named_recipes())}"
+
+
+def test_the_cli_says_the_file_does_not_exist():
+    result = CliRunner().invoke(app, ["build", "nofile.yaml"])
+    assert result.exit_code != 0 and "file not found: nofile.yaml" in result.output
+    assert "gpt-tiny" not in result.output and "Traceback" not in result.output

@@ -16,6 +16,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from zoo.config import StrictNumbers
 from zoo.errors import RecipeError, UnknownComponentError
 from zoo.limits import MAX_LAYERS
@@ -123,7 +125,9 @@ def validate_recipe(
     if recipe is None:
         reported = tuple(f"{path}." for path in failed)
         errors.extend(
-            e for e in _pydantic_errors(details, "", Recipe) if e[0] not in failed and not e[0].startswith(reported)
+            _section_hint(data, path, msg)
+            for path, msg in _pydantic_errors(details, "", Recipe)
+            if path not in failed and not path.startswith(reported)
         )
         recipe = partial_model(Recipe, data, failed_fields(details))
     if recipe is not None and arch is not None:
@@ -132,6 +136,20 @@ def validate_recipe(
         raise RecipeError(_dedupe(errors), source=source, origins=origins)
     assert recipe is not None
     return recipe
+
+
+def _section_hint(data: Mapping[str, Any], path: str, msg: str) -> tuple[str, str]:
+    """An unknown top-level key that is a field of exactly one section of the recipe (a component's config as
+    its ``type`` gives it, ``block``, ``train``) is most likely a key of that section indented as a top-level
+    one: say so instead of listing the top-level fields."""
+    if "." in path or path in Recipe.model_fields or not msg.startswith("unknown key"):
+        return path, msg
+    sections: dict[str, Any] = {"block": BlockConfig, "train": TrainConfig}
+    sections.update({kind: type(data[kind]) for kind in COMPONENT_FIELDS if isinstance(data.get(kind), BaseModel)})
+    owners = [name for name, model in sections.items() if path in getattr(model, "model_fields", {})]
+    if len(owners) != 1:
+        return path, msg
+    return path, f"not a top-level field; did you mean {owners[0]}.{path}? (indent it under {owners[0]}:)"
 
 
 def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
