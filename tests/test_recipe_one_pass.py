@@ -246,3 +246,13 @@ def test_the_cli_says_the_file_does_not_exist():
     result = CliRunner().invoke(app, ["build", "nofile.yaml"])
     assert result.exit_code != 0 and "file not found: nofile.yaml" in result.output
     assert "gpt-tiny" not in result.output and "Traceback" not in result.output
+
+
+def test_a_rule_of_train_or_block_reading_a_failed_field_is_skipped_not_raised():
+    assert message("gpt-tiny", **{"train.betas": "x"}) == (
+        "override train.betas='x': train.betas: Input should be a valid tuple (got 'x')"
+    )
+    assert message("gpt-tiny", **{"block.parallel": True, "block.norm_position": "x"}) == (
+        "override block.norm_position='x': block.norm_position: Input should be 'pre', 'post', 'sandwich' or "
+        "'output' (got 'x')"
+    )

@@ -99,8 +99,9 @@ def validate_recipe(
 
     for kind in COMPONENT_FIELDS:
         check(kind, data, kind)
-    _check_block(data, errors, failed)
-    _check_train(data, errors, failed)
+    parts: dict[str, Any] = {}  # what validated of block and train when they failed, for the rules
+    _check_block(data, errors, failed, parts)
+    _check_train(data, errors, failed, parts)
     if isinstance(data.get("layers"), list) and len(data["layers"]) > MAX_LAYERS:
         errors.append(("layers", f"{len(data['layers']):,} per-layer overrides; at most {MAX_LAYERS:,}"))
         failed.add("layers")
@@ -131,7 +132,7 @@ def validate_recipe(
         )
         recipe = partial_model(Recipe, data, failed_fields(details))
     if recipe is not None and arch is not None:
-        errors.extend(check_rules(_with_failed_parts(recipe, layers_known), registry))
+        errors.extend(check_rules(_with_failed_parts(recipe, layers_known, parts), registry))
     if errors:
         raise RecipeError(_dedupe(errors), source=source, origins=origins)
     assert recipe is not None
@@ -152,7 +153,7 @@ def _section_hint(data: Mapping[str, Any], path: str, msg: str) -> tuple[str, st
     return path, f"not a top-level field; did you mean {owners[0]}.{path}? (indent it under {owners[0]}:)"
 
 
-def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
+def _check_block(data: dict[str, Any], errors: Errors, failed: set[str], parts: dict[str, Any]) -> None:
     """Validate ``block`` (``norm_position`` at the top is short for ``block.norm_position``) in place; when it
     fails, report its errors and leave what validated of it for the rules."""
 
@@ -174,14 +175,14 @@ def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None
         return
     errors.extend(found)
     failed.add("block")
-    _replace(data, "block", partial)
+    _set_aside(data, "block", partial, parts)
 
 
 class _CheckedTrain(StrictNumbers, TrainConfig):
     """``TrainConfig`` with the checks of every other recipe model: no boolean read as a number."""
 
 
-def _check_train(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
+def _check_train(data: dict[str, Any], errors: Errors, failed: set[str], parts: dict[str, Any]) -> None:
     """Validate ``train`` with ``_CheckedTrain``; when it fails, report its errors and leave what validated of it
     for the rules."""
     train = data.get("train")
@@ -191,22 +192,22 @@ def _check_train(data: dict[str, Any], errors: Errors, failed: set[str]) -> None
     if valid is None:
         errors.extend(found)
         failed.add("train")
-        _replace(data, "train", partial)
+        _set_aside(data, "train", partial, parts)
 
 
-def _replace(data: dict[str, Any], key: str, partial: Any) -> None:
-    """``data[key]`` as what validated of it; without it when nothing did (the recipe's validation reports the
-    key missing, which is not reported again, and the rules take it as failed)."""
-    if partial is not None:
-        data[key] = partial
-    else:
-        data.pop(key, None)
+def _set_aside(data: dict[str, Any], key: str, partial: Any, parts: dict[str, Any]) -> None:
+    """Take ``key`` out of ``data`` (the recipe validates without it: its errors are reported) and keep what
+    validated of it for the rules in ``parts``, or a ``FailedValue`` when nothing did."""
+    data.pop(key, None)
+    parts[key] = partial if partial is not None else FailedValue(key)
 
 
-def _with_failed_parts(recipe: Recipe, layers_known: bool) -> Recipe:
-    """``recipe`` as the rules read it: a ``FailedSpec`` for each component that failed as a whole, and
-    ``layers`` failed when a selector did not parse (which layers it changes is not known)."""
+def _with_failed_parts(recipe: Recipe, layers_known: bool, failed_parts: dict[str, Any]) -> Recipe:
+    """``recipe`` as the rules read it: what validated of ``block`` and ``train`` when they failed, a
+    ``FailedSpec`` for each component that failed as a whole, and ``layers`` failed when a selector did not
+    parse (which layers it changes is not known)."""
     parts = {kind: FailedSpec() for kind in COMPONENT_FIELDS if is_failed(getattr(recipe, kind))}
+    parts.update(failed_parts)
     if not layers_known:
         parts["layers"] = FailedValue("layers")
     if parts:
