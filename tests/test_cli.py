@@ -144,7 +144,7 @@ class TestErrors:
 
     def test_missing_file(self):
         result = zoo_cli("build", "no/such/recipe.yaml", code=2)
-        assert result.stderr.startswith("error: no recipe file or named recipe 'no/such/recipe.yaml'")
+        assert result.stderr.startswith("error: file not found: no/such/recipe.yaml")
 
     def test_os_errors_are_rendered(self, tmp_path):
         blocker = tmp_path / "file"

@@ -113,7 +113,7 @@ def test_file_errors_name_the_file_line_and_column(tmp_path):
     with pytest.raises(zoo.RecipeError, match=r"empty\.yaml: the recipe file is empty"):
         zoo.load_recipe(empty)
     with pytest.raises(
-        zoo.RecipeError, match=r"no recipe file or named recipe 'gpt2-smal' \(did you mean 'gpt2-small'\?\)"
+        zoo.RecipeError, match=r"no recipe file or named recipe 'gpt2-smal' \(did you mean 'gpt2-small'"
     ):
         zoo.load_recipe("gpt2-smal")
 

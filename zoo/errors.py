@@ -5,6 +5,8 @@ The CLI renders these as one clean message; anything else is a bug and shows a t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class ZooError(Exception):
     """Base class of zoo's own errors."""
@@ -23,23 +25,46 @@ class RecipeError(ZooError, ValueError):
     """A recipe that cannot be built: names the file, the field path, the cause and a fix.
 
     ``errors`` holds every problem found, as ``(path, message)`` pairs, so a user fixes them in one go.
+    ``origins`` maps the dotted paths that overrides set (``train.lr``) to the override (``--set train.lr=abc``):
+    an error at or under one names it as its source instead of ``source`` (the file); an error above one (a rule
+    that read it) names both.
     """
 
-    def __init__(self, errors: list[tuple[str, str]] | str, *, source: str | None = None) -> None:
+    def __init__(
+        self,
+        errors: list[tuple[str, str]] | str,
+        *,
+        source: str | None = None,
+        origins: Mapping[str, str] | None = None,
+    ) -> None:
         if isinstance(errors, str):
             errors = [("", errors)]
         self.errors = list(errors)
         self.source = source
+        self.origins = dict(origins or {})
         super().__init__(self._render())
 
+    def source_of(self, path: str) -> str | None:
+        """Where the value at ``path`` came from: the override that set it, else ``source``."""
+        own = [key for key in self.origins if path == key or path.startswith(f"{key}.")]
+        if own:
+            return self.origins[max(own, key=len)]
+        read = sorted(key for key in self.origins if path and key.startswith(f"{path}."))
+        if read:
+            flags = ", ".join(self.origins[key] for key in read)
+            return f"{self.source} with {flags}" if self.source else flags
+        return self.source
+
     def _render(self) -> str:
-        where = f"{self.source}: " if self.source else ""
+        sources = [self.source_of(path) for path, _ in self.errors]
         if len(self.errors) == 1:
             path, msg = self.errors[0]
+            where = f"{sources[0]}: " if sources[0] else ""
             return f"{where}{path + ': ' if path else ''}{msg}"
-        noun = f"{len(self.errors)} errors"
-        lines = [f"{where}{noun} in recipe"]
-        lines += [f"  {path or '<recipe>'}: {msg}" for path, msg in self.errors]
+        common = sources[0] if len(set(sources)) == 1 else self.source if self.source in sources else None
+        lines = [f"{common + ': ' if common else ''}{len(self.errors)} errors in recipe"]
+        for (path, msg), own in zip(self.errors, sources, strict=True):
+            lines.append(f"  {own + ': ' if own and own != common else ''}{path or '<recipe>'}: {msg}")
         return "\n".join(lines)
 
 

@@ -55,10 +55,11 @@ Dtype = Enum("Dtype", {name: name for name in DTYPE_CHOICES}, type=str)
 
 
 def load_with_overrides(recipe: str, assignments: list[str] | None) -> Any:
-    """The validated recipe ``recipe`` with ``--set`` assignments applied."""
-    from zoo.recipe import load_recipe, parse_override
+    """The validated recipe ``recipe`` with ``--set`` assignments applied; an error in a value one sets names
+    that flag."""
+    from zoo.recipe import load_with_assignments
 
-    return load_recipe(recipe, **dict(parse_override(a) for a in assignments or []))
+    return load_with_assignments(recipe, assignments or [])
 
 
 def build(

@@ -6,9 +6,10 @@ check the rules that span components. Every problem found is collected into one 
 
 ``schema`` holds the models; ``loading`` loads a recipe, from ``reading`` (files, safe YAML and JSON), ``finding``
 (named recipes, paths, folders), ``extends`` (merging, ``extends`` chains) and ``overrides`` (``--set``);
-``validation`` validates one, from ``specs`` (component specs), ``rules`` (the rules that span components) and
-``report`` (the errors' wording); ``json_schema`` is the schema for editors; every limit on what a recipe may ask
-for is in ``zoo.limits`` (``limits`` here names them too). No module here imports torch.
+``validation`` validates one, from ``specs`` (component specs), ``partial`` (what validated of a part that
+failed, for the rules), ``rules`` (the rules that span components) and ``report`` (the errors' wording);
+``json_schema`` is the schema for editors; every limit on what a recipe may ask for is in ``zoo.limits``
+(``limits`` here names them too). No module here imports torch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .loading import (
     dump_yaml,
     find_recipe,
     load_recipe,
+    load_with_assignments,
     load_yaml,
     named_recipes,
     overrides_to_tree,
@@ -59,6 +61,7 @@ __all__ = [
     "layer_selection",
     "limits",
     "load_recipe",
+    "load_with_assignments",
     "load_yaml",
     "named_recipes",
     "overrides_to_tree",

@@ -18,8 +18,14 @@ from .reading import read_recipe_file
 from .report import short_repr as _describe
 
 
+class OverrideTree(dict[str, Any]):
+    """A tree of overrides (``overrides_to_tree``): laid over a list by ``deep_merge``, its keys are indices
+    (``layers.0.ffn.num_experts=3`` sets that option of the first per-layer override)."""
+
+
 def deep_merge(base: dict[str, Any], top: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
-    """``top`` over ``base``: mappings merge key by key, anything else is replaced.
+    """``top`` over ``base``: mappings merge key by key, anything else is replaced; an ``OverrideTree`` over a
+    list (or where there is none, with only indices for keys) merges into its entries by index.
 
     A component spec whose ``type`` changes keeps the options the new type accepts too (``--set
     attention.type=gqa`` keeps ``num_heads``); the others are dropped, and a ``RecipeWarning`` names them.
@@ -28,12 +34,39 @@ def deep_merge(base: dict[str, Any], top: Mapping[str, Any], *, where: str = "")
     for key, value in top.items():
         old = out.get(key)
         path = f"{where}{key}"
-        if isinstance(old, dict) and isinstance(value, Mapping):
+        if isinstance(value, OverrideTree) and (
+            isinstance(old, list) or (old is None and value and all(_is_index(k) for k in value))
+        ):
+            out[key] = _merge_entries(old or [], value, path)
+        elif isinstance(old, dict) and isinstance(value, Mapping):
             if _type_changes(old, value):
                 old = _kept_for_new_type(old, str(value["type"]), kind=key, path=path)
             out[key] = deep_merge(old, value, where=f"{path}.")
         else:
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def _is_index(key: str) -> bool:
+    return key.removeprefix("-").isdigit()
+
+
+def _merge_entries(entries: list[Any], top: OverrideTree, path: str) -> list[Any]:
+    """``top``'s values laid over the entries of a list, each key an index (negative ones count from the end)."""
+    out = copy.deepcopy(entries)
+    n = len(out)
+    span = f"{n} entries (0 to {n - 1})" if n > 1 else "1 entry (0)" if n == 1 else "no entries"
+    for key, value in top.items():
+        if not _is_index(key):
+            raise RecipeError([(f"{path}.{key}", f"{path} is a list: give an index, not {key!r}; it has {span}")])
+        index = int(key)
+        if not -n <= index < n:
+            raise RecipeError([(f"{path}.{key}", f"index {index} is past the end: {path} has {span}")])
+        old = out[index]
+        if isinstance(old, dict) and isinstance(value, Mapping):
+            out[index] = deep_merge(old, value, where=f"{path}.{key}.")
+        else:
+            out[index] = copy.deepcopy(value)
     return out
 
 

@@ -4,13 +4,14 @@ left out), a recipe file from a path or a name, and the recipe of a model, check
 
 from __future__ import annotations
 
+import difflib
+import os
 from pathlib import Path
 from typing import Any
 
 from zoo.errors import RecipeError
 from zoo.limits import MAX_REF_CHARS
 from zoo.plugins import hf_folder_recipe, recipe_sources, report_recipe_problem
-from zoo.registry import did_you_mean
 
 from .reading import read_recipe_file
 
@@ -98,8 +99,19 @@ def named_recipe(name: str) -> Path | None:
     return None
 
 
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def looks_like_path(ref: str) -> bool:
+    """A reference written as a file path (a recipe suffix or a folder in it), not as a recipe's name."""
+    return ref.endswith(RECIPE_SUFFIXES) or "/" in ref or os.sep in ref
+
+
 def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
-    """A recipe file from a path (relative to ``relative_to`` first) or a recipe name."""
+    """A recipe file from a path (relative to ``relative_to`` first) or a recipe name.
+
+    A path that is no file is ``file not found`` (with the closest file of its folder or named recipe); a name
+    that is neither is refused with the closest named recipes, not all of them."""
     if len(ref) > MAX_REF_CHARS:
         raise RecipeError(f"a recipe name or path of {len(ref):,} characters; at most {MAX_REF_CHARS} are looked up")
     candidates = [Path(ref)]
@@ -108,11 +120,42 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     for c in candidates:
         if _is_file(c):
             return c
+    if looks_like_path(ref):
+        raise RecipeError(f"file not found: {ref}{_near_file(ref, candidates[0])}")
     found = named_recipe(ref)
     if found is not None:
         return found
-    named = named_recipes()
-    hint = did_you_mean(ref, sorted(named))
-    raise RecipeError(
-        f"no recipe file or named recipe {ref!r}{hint}; named recipes: {', '.join(sorted(named)) or 'none'}"
-    )
+    named = sorted(named_recipes())
+    close = difflib.get_close_matches(ref, named, n=3, cutoff=0.6)
+    hint = f" (did you mean {_either(close)}?)" if close else ""
+    listing = f"`zoo recipes` lists all {len(named)}" if named else "no plugin ships one"
+    raise RecipeError(f"no recipe file or named recipe {ref!r}{hint}; {listing}")
+
+
+def _either(names: list[str]) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _near_file(ref: str, path: Path) -> str:
+    """`` (did you mean ...?)`` naming the named recipe of ``path``'s stem, else the recipe file of its folder
+    closest to it, else the named recipe closest to it, else ``""``."""
+    stem = _stem(path.name)
+    named = sorted(named_recipes())
+    if stem in named:
+        return f" (did you mean the named recipe '{stem}'?)"
+    try:
+        files = sorted(p.name for p in path.parent.iterdir() if p.suffix in RECIPE_SUFFIXES and _is_file(p))
+    except (OSError, ValueError):
+        files = []
+    by_stem = {_stem(f): f for f in files}
+    close = difflib.get_close_matches(stem, sorted(by_stem), n=1, cutoff=0.6)
+    if close:
+        name = by_stem[close[0]]
+        return f" (did you mean {Path(ref).parent / name if Path(ref).parent != Path('.') else name}?)"
+    close = difflib.get_close_matches(stem, named, n=1, cutoff=0.6)
+    return f" (did you mean the named recipe '{close[0]}'?)" if close else ""
+
+
+def _stem(name: str) -> str:
+    return next((name.removesuffix(s) for s in RECIPE_SUFFIXES if name.endswith(s)), name)

@@ -9,7 +9,7 @@ Their public names are importable from here too.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,9 @@ from zoo.errors import RecipeError
 
 from .extends import _resolve_extends, deep_merge
 from .finding import _folder_recipe, _is_dir, find_recipe, named_recipe, named_recipes
-from .overrides import overrides_to_tree, parse_override
+from .overrides import override_path, overrides_to_tree, parse_override
 from .reading import RecipeDumper, RecipeLoader, check_tree, dump_yaml, load_json, load_yaml, read_recipe_file
+from .report import short_repr as _describe
 from .schema import Recipe
 from .validation import validate_recipe
 
@@ -31,6 +32,7 @@ __all__ = [
     "find_recipe",
     "load_json",
     "load_recipe",
+    "load_with_assignments",
     "load_yaml",
     "named_recipe",
     "named_recipes",
@@ -44,8 +46,28 @@ def load_recipe(source: str | Path | Mapping[str, Any] | Recipe, **overrides: An
     """A validated ``Recipe`` from a file path, a recipe name, a dict, or a ``Recipe`` (copied).
 
     ``overrides`` apply last, with dotted or double-underscore keys: ``load_recipe("gpt2-small",
-    num_layers=2, **{"attention.num_heads": 4})`` or ``attention__num_heads=4``.
+    num_layers=2, **{"attention.num_heads": 4})`` or ``attention__num_heads=4``; a number in the path indexes a
+    list (``layers.0.ffn.num_experts``). An error in a value one sets names it (``override num_layers=0``).
     """
+    origins = {override_path(k): f"override {k}={_describe(v)}" for k, v in overrides.items()}
+    return _load(source, overrides, origins)
+
+
+def load_with_assignments(source: str | Path | Mapping[str, Any] | Recipe, assignments: Sequence[str]) -> Recipe:
+    """``load_recipe`` with ``--set KEY.PATH=VALUE`` assignments (``parse_override``); an error in a value one
+    sets names that flag (``--set train.lr=abc: train.lr: ...``), an error in the file's values the file."""
+    overrides: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for assignment in assignments:
+        key, value = parse_override(assignment)
+        overrides[key] = value
+        origins[override_path(key)] = f"--set {assignment.strip()}"
+    return _load(source, overrides, origins)
+
+
+def _load(
+    source: str | Path | Mapping[str, Any] | Recipe, overrides: Mapping[str, Any], origins: Mapping[str, str]
+) -> Recipe:
     path: Path | None = None
     if isinstance(source, Recipe):
         data = source.to_dict()
@@ -67,8 +89,21 @@ def load_recipe(source: str | Path | Mapping[str, Any] | Recipe, **overrides: An
         raise
     if overrides:
         check_tree(overrides)
-        tree = overrides_to_tree(overrides)
-        if "expect" not in tree:
-            data.pop("expect", None)  # the expected size was of the recipe as written, not as overridden
-        data = deep_merge(data, tree)
-    return validate_recipe(data, source=label)
+        try:
+            tree = overrides_to_tree(overrides)
+            if "expect" not in tree:
+                data.pop("expect", None)  # the expected size was of the recipe as written, not as overridden
+            data = deep_merge(data, tree)
+        except RecipeError as exc:  # a path the recipe does not have: the override's fault
+            raise RecipeError(exc.errors, origins=_blamed(exc, origins)) from None
+    return validate_recipe(data, source=label, origins=origins)
+
+
+def _blamed(exc: RecipeError, origins: Mapping[str, str]) -> dict[str, str]:
+    """Each error path of ``exc`` with the override through which it was reached, as ``RecipeError``'s origins."""
+    return {
+        path: flag
+        for path, _ in exc.errors
+        for key, flag in origins.items()
+        if key == path or key.startswith(f"{path}.")
+    }

@@ -1,5 +1,5 @@
 """Overrides: ``--set KEY.PATH=VALUE`` assignments (the value read as YAML) and dotted keys made into the nested
-tree that ``deep_merge`` lays over a recipe.
+tree that ``deep_merge`` lays over a recipe (a number in the path indexes a list: ``layers.0.ffn.num_experts``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import yaml
 
 from zoo.errors import RecipeError
 
+from .extends import OverrideTree
 from .reading import _Refused, load_yaml
 
 
@@ -28,14 +29,19 @@ def parse_override(assignment: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def overrides_to_tree(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Dotted (or ``__``-separated) keys into a nested dict ready for ``deep_merge``."""
-    tree: dict[str, Any] = {}
+def override_path(key: str) -> str:
+    """The dotted path an override key sets: ``attention__num_heads`` -> ``attention.num_heads``."""
+    return key.replace("__", ".")
+
+
+def overrides_to_tree(overrides: Mapping[str, Any]) -> OverrideTree:
+    """Dotted (or ``__``-separated) keys into a nested ``OverrideTree`` ready for ``deep_merge``."""
+    tree = OverrideTree()
     for dotted, value in overrides.items():
-        keys = dotted.replace("__", ".").split(".")
+        keys = override_path(dotted).split(".")
         node = tree
         for k in keys[:-1]:
-            node = node.setdefault(k, {})
+            node = node.setdefault(k, OverrideTree())
             if not isinstance(node, dict):
                 raise RecipeError(f"override {dotted!r} conflicts with another override of {k!r}")
         node[keys[-1]] = value

@@ -242,6 +242,38 @@ def check_tree(data: Any, *, source: str | None = None, prefix: str = "") -> Non
 
 # ---------------------------------------------------------------------------------------------- files
 
+YAML_HINTS = {
+    "mapping values are not allowed": "a key indented deeper than the keys above it, or a value holding ': ' "
+    "that needs quotes",
+    "did not find expected key": "a key that lines up with no key above it: indent it as the other keys of its section",
+    "did not find expected '-' indicator": "a key among the items of a list: indent it as the key that holds the "
+    "list, or start it with '- '",
+}
+"""The common causes of PyYAML's problems (by the start of its message), said after it."""
+
+
+def _yaml_problem(text: str, mark: Any, problem: str) -> str:
+    """A YAML syntax error in a recipe's terms: a tab is named as such, a common problem gets its likely cause;
+    the offending line is quoted with a caret under the column."""
+    line = text.splitlines()[mark.line] if mark is not None and mark.line < len(text.splitlines()) else ""
+    if mark is not None and "\t" in line[: mark.column + 1]:
+        mark = yaml.Mark(mark.name, mark.index, mark.line, line.index("\t"), mark.buffer, mark.pointer)
+        return _at_mark(text, mark, "tabs are not allowed in YAML: indent with spaces")
+    hint = next((h for start, h in YAML_HINTS.items() if problem.startswith(start)), None)
+    return _at_mark(text, mark, f"invalid YAML: {problem}" + (f" ({hint})" if hint else ""))
+
+
+def _at_mark(text: str, mark: Any, problem: str) -> str:
+    """``line L, column C: problem`` and the line quoted, a caret under the column; ``problem`` without a mark."""
+    if mark is None:
+        return problem
+    lines = text.splitlines()
+    quoted = lines[mark.line] if mark.line < len(lines) else ""
+    if len(quoted) > 200:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    pad = "".join(c if c == "\t" else " " for c in quoted[: mark.column])  # a tab keeps the caret aligned
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}\n    {quoted}\n    {pad}^"
+
 
 def read_recipe_file(path: Path) -> dict[str, Any]:
     """Parse one YAML or JSON file into a dict; syntax errors name the file, line and column.
@@ -274,14 +306,10 @@ def read_recipe_file(path: Path) -> dict[str, Any]:
     except RecursionError:
         raise RecipeError(f"the recipe nests deeper than {MAX_NESTING} levels", source=source) from None
     except _Refused as exc:
-        mark = exc.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise RecipeError(f"{where}{exc.problem}", source=source) from None
+        raise RecipeError(_at_mark(text, exc.problem_mark, exc.problem), source=source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RecipeError(f"{where}invalid YAML: {problem}", source=source) from None
+        raise RecipeError(_yaml_problem(text, mark, getattr(exc, "problem", None) or str(exc)), source=source) from None
     if data is None:
         raise RecipeError("the recipe file is empty", source=source)
     if not isinstance(data, dict):

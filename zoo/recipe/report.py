@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from zoo.errors import UnknownComponentError
 from zoo.limits import MAX_INT_DIGITS
@@ -48,9 +49,12 @@ def _owner(registry: Registry, kind: str, config: Any) -> str:
     return f"{kind} '{name}' (plugin '{plugin}')"
 
 
-def _pydantic_errors(exc: ValidationError, prefix: str, model: type[BaseModel] | None = None) -> Errors:
+def _pydantic_errors(
+    exc: ValidationError | list[ErrorDetails], prefix: str, model: type[BaseModel] | None = None
+) -> Errors:
+    """pydantic's errors (of ``exc``, or as a list) in a recipe's terms, each at its path under ``prefix``."""
     out = []
-    for err in exc.errors(include_url=False):
+    for err in exc.errors(include_url=False) if isinstance(exc, ValidationError) else exc:
         loc = [str(p) for p in err["loc"]]
         path = ".".join([prefix, *loc] if prefix else loc)
         msg = err["msg"]

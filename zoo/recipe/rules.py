@@ -1,7 +1,7 @@
-"""The rules that span components, checked once every part of a recipe validated on its own: the architecture's
+"""The rules that span components, checked in the same pass as each part's own validation: the architecture's
 ``check_recipe``, each ``layers:`` override, each component's ``check(ctx)`` where it sits in each block,
-causality, the positional style each attention takes, lengths and the model's routed experts. A rule that
-reads a part that failed validation is skipped.
+causality, the positional style each attention takes, lengths and the model's routed experts. They run over
+whatever validated: a rule that reads a part that failed validation is skipped.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from zoo.errors import UnknownComponentError
 from zoo.limits import MAX_MODEL_EXPERTS
 from zoo.registry import Registry
 
+from .partial import FailedInput, FailedValue
 from .report import Errors, _dedupe, _interrupt, _owner, raised, short_repr
-from .schema import Recipe, layer_selection, positions_fit
-from .specs import FailedInput
+from .schema import COMPONENT_FIELDS, Recipe, layer_selection, positions_fit
+from .specs import FailedSpec
 
 
 def _attempt(rule: Callable[..., Any], *args: Any, who: str = "") -> list[Any]:
@@ -36,63 +37,95 @@ def _attempt(rule: Callable[..., Any], *args: Any, who: str = "") -> list[Any]:
 
 
 def check_rules(recipe: Recipe, registry: Registry) -> Errors:
-    """Rules that span components: each component's ``check(ctx)`` where it sits, causality, lengths.
+    """Rules that span components: the architecture's ``check_recipe``, each component's ``check(ctx)`` where it
+    sits, causality, lengths, token ids.
 
-    A rule that reads a part whose spec failed validation is skipped; so is the positional encoding's check
-    when the first layer's attention has errors of its own (the head_dim it would check does not exist).
+    ``recipe`` may hold a ``FailedValue`` (or a ``FailedSpec``) where a field failed validation: a rule that reads
+    one is skipped, every other rule runs. So does a rule that reads a field the architecture refused: its
+    error is the cause, the rule's would be a knock-on. The positional encoding's check is skipped when the
+    first layer's attention has errors of its own (the head_dim it would check does not exist).
     """
-    errors: Errors = []
     component = registry.get("architecture", recipe.architecture)
     try:
         arch = component.config()
-        errors.extend(arch.check_recipe(recipe))
+        errors: Errors = list(arch.check_recipe(recipe))
     except FailedInput:
-        return errors  # the rules below may rest on what the architecture would have refused
+        errors = []  # it read a field that failed: the rules below still run on what validated
     except BaseException as exc:  # noqa: BLE001 - a plugin architecture's own rules
         _interrupt(exc)
         who = f"architecture '{recipe.architecture}' (plugin '{component.plugin}')"
         return [("architecture", f"{who}: check_recipe() raised {raised(exc)}")]
-    if errors:
-        return errors
-    errors.extend(_check_overrides(recipe, arch))
+    recipe = _failing(recipe, {path.partition(".")[0] for path, _ in errors})
+    for rule in (_check_overrides, _check_token_ids, _check_stacks, _check_seq_len, _check_ends):
+        try:
+            errors.extend(rule(recipe, registry, arch))
+        except FailedInput:
+            continue  # the rule read a field that failed validation (that failure is reported)
+    return _dedupe(errors)
+
+
+def _failing(recipe: Recipe, fields: set[str]) -> Recipe:
+    """``recipe`` with each of ``fields`` (those the architecture refused) failed: a ``FailedSpec`` for a
+    component, else a ``FailedValue``."""
+    fields &= set(Recipe.model_fields)
+    if not fields:
+        return recipe
+    copy = recipe.model_copy()
+    for name in fields:
+        copy.__dict__[name] = FailedSpec() if name in COMPONENT_FIELDS else FailedValue(name)
+    return copy
+
+
+def _check_token_ids(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
     if recipe.pad_token_id is not None and recipe.vocab_size is not None and recipe.pad_token_id >= recipe.vocab_size:
-        errors.append(
+        return [
             ("pad_token_id", f"must be < vocab_size ({recipe.vocab_size}): it is a token id; got {recipe.pad_token_id}")
-        )
+        ]
+    return []
+
+
+def _check_stacks(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
+    """Every block of every stack (``_check_layers``), the positional encoding where it serves, and the routed
+    experts of the model."""
+    errors: Errors = []
     cross_stacks = set(getattr(arch, "cross_stacks", ()))
-    experts = 0
+    experts: int | None = 0
     for stack, causal in arch.stacks:
-        layer_errors, ctx, stack_experts = _check_layers(recipe, registry, stack, causal, stack in cross_stacks)
-        experts += stack_experts
+        try:
+            layer_errors, ctx, stack_experts = _check_layers(recipe, registry, stack, causal, stack in cross_stacks)
+        except FailedInput:  # the blocks of this stack rest on a field that failed (num_layers, layers)
+            layer_errors, ctx, stack_experts = [], None, None
+        experts = None if experts is None or stack_experts is None else experts + stack_experts
         if ctx is not None:
             who = _owner(registry, "positional", recipe.positional)
             errors.extend(("positional", m) for m in _attempt(recipe.positional.check, ctx, who=who))
         if recipe.positional.requires_causal and not causal:
             errors.append(("positional", f"{recipe.positional.type} needs a causal stack; the {stack} is not causal"))
         errors.extend(layer_errors)
-    if experts > MAX_MODEL_EXPERTS:
+    if experts is not None and experts > MAX_MODEL_EXPERTS:
         errors.append(
             ("ffn", f"the model has {experts:,} routed experts over its layers; at most {MAX_MODEL_EXPERTS:,}")
         )
+    return errors
+
+
+def _check_seq_len(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
     seq_len = recipe.train.seq_len
-    try:
-        too_long = positions_fit(recipe, seq_len) if seq_len is not None and arch.token_input else None
-    except FailedInput:
-        too_long = None
-    if too_long:
-        errors.append(("train.seq_len", f"{too_long}: lower train.seq_len or raise max_len"))
-    try:
-        head_ctx = recipe.context()
-    except FailedInput:
-        head_ctx = None  # the heads come from an attention that failed
-    if head_ctx is not None:
-        for kind in ("embedding", "head"):
-            config = getattr(recipe, kind)
-            errors.extend((kind, m) for m in _attempt(config.check, head_ctx, who=_owner(registry, kind, config)))
-    return _dedupe(errors)
+    too_long = positions_fit(recipe, seq_len) if seq_len is not None and arch.token_input else None
+    return [("train.seq_len", f"{too_long}: lower train.seq_len or raise max_len")] if too_long else []
 
 
-def _check_overrides(recipe: Recipe, arch: Any) -> Errors:
+def _check_ends(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
+    """The embedding's and the head's ``check``, at the model's first block."""
+    head_ctx = recipe.context()
+    errors: Errors = []
+    for kind in ("embedding", "head"):
+        config = getattr(recipe, kind)
+        errors.extend((kind, m) for m in _attempt(config.check, head_ctx, who=_owner(registry, kind, config)))
+    return errors
+
+
+def _check_overrides(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
     """Each ``layers:`` entry names a stack the architecture has and selects at least one of its layers."""
     names = [name for name, _ in arch.stacks]
     errors: Errors = []

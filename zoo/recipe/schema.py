@@ -162,8 +162,8 @@ class Recipe(StrictNumbers):
         return plan
 
     def stack_layers(self, stack: str) -> int:
-        if stack == "decoder" and self.architecture == "encoder-decoder":
-            return self.num_decoder_layers or self.num_layers
+        if stack == "decoder" and self.architecture == "encoder-decoder" and self.num_decoder_layers is not None:
+            return self.num_decoder_layers
         return self.num_layers
 
     def context(
@@ -176,30 +176,37 @@ class Recipe(StrictNumbers):
         attention: ComponentConfig | None = None,
     ):
         """The ``BuildContext`` of one place in the model (heads from that layer's attention; pass ``attention``
-        when it is known, from ``layer_plan``, to skip looking it up)."""
+        when it is known, from ``layer_plan``, to skip looking it up).
+
+        Validation reads it from a recipe some of whose fields failed: a field is passed on as it is (no ``or``
+        of it), so that only a check reading a failed one is skipped."""
         if attention is None:
             attention = self.layer_components(stack, layer_idx)["attention"] if self.num_layers else self.attention
         num_heads = getattr(attention, "num_heads", 1)
         head_dim = attention.head_dim_for(self.d_model) if hasattr(attention, "head_dim_for") else 0
         return BuildContext(
             d_model=self.d_model,
-            max_len=self.max_len or 0,
+            max_len=_or_zero(self.max_len),
             causal=causal,
             cross=cross,
             layer_idx=layer_idx,
             num_layers=self.stack_layers(stack),
             num_heads=num_heads,
             head_dim=head_dim,
-            vocab_size=self.vocab_size or 0,
-            num_classes=self.num_classes or 0,
+            vocab_size=_or_zero(self.vocab_size),
+            num_classes=_or_zero(self.num_classes),
             type_vocab_size=self.type_vocab_size,
-            image_size=self.image_size or 0,
-            patch_size=self.patch_size or 0,
+            image_size=_or_zero(self.image_size),
+            patch_size=_or_zero(self.patch_size),
             num_channels=self.num_channels,
             pad_token_id=self.pad_token_id,
             init_std=self.init_std,
             positional=getattr(self.positional, "type", None),
         )
+
+
+def _or_zero(value: Any) -> Any:
+    return 0 if value is None else value
 
 
 def select_layers(select: str | int | list[int], n: int) -> list[int]:

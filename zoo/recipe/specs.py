@@ -1,27 +1,22 @@
 """Validating component specs: each ``{type: NAME, ...}`` against the config its component registered, nested
-specs included, and what stands in for a spec that failed (``FailedSpec``, or its options without its
-model-level rules) so that the rules not reading it still run.
+specs included, and what stands in for a spec that failed (``FailedSpec``, or ``partial.partial_model``: the
+options that validated, a ``FailedValue`` in each that failed) so that the rules not reading it still run.
 """
 
 from __future__ import annotations
 
-import copy
-import functools
 from collections.abc import Mapping
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from zoo.config import BuildContext, ComponentConfig, spec_fields
 from zoo.errors import UnknownComponentError
 from zoo.plugins import explain_unknown
 from zoo.registry import Registry
 
-from .report import Errors, _interrupt, _pydantic_errors, raised
+from .partial import FailedInput, FailedValue, validate_partially
+from .report import Errors, _interrupt, raised
 
-
-class FailedInput(Exception):
-    """A rule read a part of the recipe that failed validation: the rule is skipped (that failure is reported)."""
+__all__ = ["FailedInput", "FailedSpec", "validate_spec"]
 
 
 class FailedSpec(ComponentConfig):
@@ -40,35 +35,10 @@ class FailedSpec(ComponentConfig):
         raise FailedInput("check")
 
 
-@functools.cache
-def _options_model(config: type[ComponentConfig]) -> type[BaseModel]:
-    """A model with ``config``'s fields (types, bounds, defaults) and none of its validators."""
-    fields: dict[str, Any] = {name: (f.annotation, copy.copy(f)) for name, f in config.model_fields.items()}
-    return create_model(
-        f"{config.__name__}Options", __config__=ConfigDict(extra="forbid", allow_inf_nan=False), **fields
-    )
-
-
-def _stand_in(config: type[ComponentConfig], spec: Mapping[str, Any], exc: ValidationError) -> ComponentConfig | None:
-    """``config`` with its options validated but not its model-level rules, when only those failed; else None.
-
-    A model validator (``num_heads`` must be divisible by ``num_kv_heads``) fails a spec whose every option
-    is valid on its own: the rules that span components can still read those options and report their own
-    errors alongside (``d_model`` not divisible by ``num_heads``).
-    """
-    if any(err["loc"] for err in exc.errors()):
-        return None  # an option itself is invalid
-    try:
-        options = _options_model(config).model_validate(dict(spec))
-    except ValidationError:
-        return None
-    return config.model_construct(_fields_set=set(options.model_fields_set), **dict(options))
-
-
 def _validate_spec(
     registry: Registry, kind: str, spec: Any, path: str, errors: Errors
 ) -> tuple[ComponentConfig | None, ComponentConfig | None]:
-    """``(config, None)`` for a valid spec; else ``(None, stand_in)`` (see ``_stand_in``), errors collected."""
+    """``(config, None)`` for a valid spec; else ``(None, stand_in)`` (see ``partial``), errors collected."""
     if isinstance(spec, str):
         spec = {"type": spec}
     if isinstance(spec, ComponentConfig):
@@ -87,23 +57,18 @@ def _validate_spec(
         errors.append((f"{path}.type", explain_unknown(kind, name, str(exc))))
         return None, None
     try:
-        config = component.config.model_validate(dict(spec))
-    except ValidationError as exc:
-        errors.extend(_pydantic_errors(exc, path, component.config))
-        try:
-            stand_in = _stand_in(component.config, spec, exc)
-        except BaseException as inner:  # noqa: BLE001 - a plugin's field types; the error is already reported
-            _interrupt(inner)
-            stand_in = None
-        if stand_in is not None:
-            stand_in = _validate_nested(registry, stand_in, path, errors)
-        return None, stand_in
+        config, stand_in, found = validate_partially(
+            component.config, dict(spec), path, who=f"{kind} '{name}' (plugin '{component.plugin}')"
+        )
     except BaseException as exc:  # noqa: BLE001 - a plugin's validator raised something pydantic does not catch
         _interrupt(exc)
         errors.append(
             (path, f"{kind} '{name}' (plugin '{component.plugin}'): validating its options raised {raised(exc)}")
         )
         return None, None
+    if config is None:
+        errors.extend(found)
+        return None, None if stand_in is None else _validate_nested(registry, stand_in, path, errors)
     return _validate_nested(registry, config, path, errors), None
 
 
@@ -113,7 +78,7 @@ def _validate_nested(registry: Registry, config: ComponentConfig, path: str, err
     typed = {}
     for field, nested_kind in spec_fields(type(config)).items():
         nested = getattr(config, field)
-        if nested is not None and not isinstance(nested, ComponentConfig):
+        if nested is not None and not isinstance(nested, (ComponentConfig, FailedValue)):
             validated = validate_spec(registry, nested_kind, nested, f"{path}.{field}", errors)
             if validated is not None:
                 typed[field] = validated

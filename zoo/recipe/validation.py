@@ -1,8 +1,9 @@
 """Validation: each component spec against the config its component registered, then the recipe, then the
 rules that span components. Every problem is collected into one ``RecipeError``.
 
-A part that fails does not stop the others: the rules still run for every part that validated, and a rule
-whose input failed is skipped, so each error is a cause, never a knock-on of another one.
+A part that fails does not stop the others: the rules run in the same pass over every part that validated (a
+field that failed is a ``FailedValue``, a component a ``FailedSpec``), and a rule whose input failed is skipped,
+so every error comes at once and each is a cause, never a knock-on of another one.
 
 This module holds the recipe-level pass (``validate_recipe``: the architecture's defaults, ``block``, ``train``,
 ``layers``, the ``Recipe`` model); ``specs`` validates the component specs, ``rules`` checks the rules that span
@@ -15,7 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel
 
 from zoo.config import StrictNumbers
 from zoo.errors import RecipeError, UnknownComponentError
@@ -23,6 +24,7 @@ from zoo.limits import MAX_LAYERS
 from zoo.plugins import explain_unknown, get_registry
 
 from .block import BlockConfig
+from .partial import FailedValue, failed_fields, field_errors, is_failed, partial_model, validate_partially
 from .report import Errors, _dedupe, _interrupt, _pydantic_errors, raised, short_repr
 from .rules import STYLE_WORDS, check_rules
 from .schema import COMPONENT_FIELDS, LAYER_FIELDS, Recipe, layer_selection
@@ -30,7 +32,6 @@ from .specs import FailedInput, FailedSpec, _validate_spec, validate_spec
 from .training import TrainConfig
 
 __all__ = [
-    "BYSTANDER_KEYS",
     "STYLE_WORDS",
     "Errors",
     "FailedInput",
@@ -41,10 +42,6 @@ __all__ = [
     "validate_recipe",
     "validate_spec",
 ]
-
-BYSTANDER_KEYS = frozenset({"description", "expect", "train"})
-"""Recipe keys that, when they fail, still leave the rules something to check: without them the recipe takes
-their defaults, under which the one rule that reads them (``train.seq_len``'s) does not fire."""
 
 
 def _check_select(select: Any) -> str | None:
@@ -58,8 +55,11 @@ def _check_select(select: Any) -> str | None:
 # ---------------------------------------------------------------------------------------------- the recipe
 
 
-def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Recipe:
-    """A ``Recipe`` from plain data (``extends`` already resolved), or ``RecipeError`` with every problem."""
+def validate_recipe(
+    data: Mapping[str, Any], *, source: str | None = None, origins: Mapping[str, str] | None = None
+) -> Recipe:
+    """A ``Recipe`` from plain data (``extends`` already resolved), or ``RecipeError`` with every problem;
+    ``origins`` names the overrides that set paths of ``data`` (see ``RecipeError``)."""
     registry = get_registry()
     errors: Errors = []
     data = dict(data)
@@ -99,8 +99,9 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
 
     for kind in COMPONENT_FIELDS:
         check(kind, data, kind)
-    _check_block(data, errors, failed)
-    _check_train(data, errors, failed)
+    parts: dict[str, Any] = {}  # what validated of block and train when they failed, for the rules
+    _check_block(data, errors, failed, parts)
+    _check_train(data, errors, failed, parts)
     if isinstance(data.get("layers"), list) and len(data["layers"]) > MAX_LAYERS:
         errors.append(("layers", f"{len(data['layers']):,} per-layer overrides; at most {MAX_LAYERS:,}"))
         failed.add("layers")
@@ -121,25 +122,40 @@ def validate_recipe(data: Mapping[str, Any], *, source: str | None = None) -> Re
                     failed.add(f"layers.{i}.select")
                     layers_known = False
 
-    recipe = None
-    try:
-        recipe = Recipe.model_validate(data)
-    except ValidationError as exc:
+    recipe, details = field_errors(Recipe, data)
+    if recipe is None:
         reported = tuple(f"{path}." for path in failed)
         errors.extend(
-            e for e in _pydantic_errors(exc, "", Recipe) if e[0] not in failed and not e[0].startswith(reported)
+            _section_hint(data, path, msg)
+            for path, msg in _pydantic_errors(details, "", Recipe)
+            if path not in failed and not path.startswith(reported)
         )
-        recipe = _without_bystanders(data, exc)
-    if recipe is not None and arch is not None and layers_known:
-        errors.extend(check_rules(recipe, registry))
+        recipe = partial_model(Recipe, data, failed_fields(details))
+    if recipe is not None and arch is not None:
+        errors.extend(check_rules(_with_failed_parts(recipe, layers_known, parts), registry))
     if errors:
-        raise RecipeError(_dedupe(errors), source=source)
+        raise RecipeError(_dedupe(errors), source=source, origins=origins)
     assert recipe is not None
     return recipe
 
 
-def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
-    """Validate ``block`` (``norm_position`` at the top is short for ``block.norm_position``) in place."""
+def _section_hint(data: Mapping[str, Any], path: str, msg: str) -> tuple[str, str]:
+    """An unknown top-level key that is a field of exactly one section of the recipe (a component's config as
+    its ``type`` gives it, ``block``, ``train``) is most likely a key of that section indented as a top-level
+    one: say so instead of listing the top-level fields."""
+    if "." in path or path in Recipe.model_fields or not msg.startswith("unknown key"):
+        return path, msg
+    sections: dict[str, Any] = {"block": BlockConfig, "train": TrainConfig}
+    sections.update({kind: type(data[kind]) for kind in COMPONENT_FIELDS if isinstance(data.get(kind), BaseModel)})
+    owners = [name for name, model in sections.items() if path in getattr(model, "model_fields", {})]
+    if len(owners) != 1:
+        return path, msg
+    return path, f"not a top-level field; did you mean {owners[0]}.{path}? (indent it under {owners[0]}:)"
+
+
+def _check_block(data: dict[str, Any], errors: Errors, failed: set[str], parts: dict[str, Any]) -> None:
+    """Validate ``block`` (``norm_position`` at the top is short for ``block.norm_position``) in place; when it
+    fails, report its errors and leave what validated of it for the rules."""
 
     block = data.get("block", {})
     if "norm_position" in data:
@@ -153,41 +169,48 @@ def _check_block(data: dict[str, Any], errors: Errors, failed: set[str]) -> None
     if isinstance(block, BlockConfig):
         data["block"] = block
         return
-    try:
-        data["block"] = BlockConfig.model_validate(block)
-    except ValidationError as exc:
-        errors.extend(_pydantic_errors(exc, "block", BlockConfig))
-        failed.add("block")
-        data.pop("block", None)
+    valid, partial, found = validate_partially(BlockConfig, block, "block")
+    if valid is not None:
+        data["block"] = valid
+        return
+    errors.extend(found)
+    failed.add("block")
+    _set_aside(data, "block", partial, parts)
 
 
 class _CheckedTrain(StrictNumbers, TrainConfig):
     """``TrainConfig`` with the checks of every other recipe model: no boolean read as a number."""
 
 
-def _check_train(data: dict[str, Any], errors: Errors, failed: set[str]) -> None:
-    """Validate ``train`` with ``_CheckedTrain``; when it fails, report its errors and leave the default."""
+def _check_train(data: dict[str, Any], errors: Errors, failed: set[str], parts: dict[str, Any]) -> None:
+    """Validate ``train`` with ``_CheckedTrain``; when it fails, report its errors and leave what validated of it
+    for the rules."""
     train = data.get("train")
     if train is None or isinstance(train, TrainConfig) or not isinstance(train, Mapping):
         return  # a wrong type is reported by the recipe's own validation
-    try:
-        _CheckedTrain.model_validate(train)
-    except ValidationError as exc:
-        errors.extend(_pydantic_errors(exc, "train", TrainConfig))
+    valid, partial, found = validate_partially(_CheckedTrain, train, "train")
+    if valid is None:
+        errors.extend(found)
         failed.add("train")
-        data.pop("train")
+        _set_aside(data, "train", partial, parts)
 
 
-def _without_bystanders(data: dict[str, Any], exc: ValidationError) -> Recipe | None:
-    """The recipe less its failed keys when those are unknown keys or ``BYSTANDER_KEYS``, for the rules to
-    check; None when a key the rules read failed (``d_model``, ``max_len``, ...)."""
-    drop = set()
-    for err in exc.errors():
-        key = str(err["loc"][0]) if err["loc"] else ""
-        if key not in BYSTANDER_KEYS and not (err["type"] == "extra_forbidden" and len(err["loc"]) == 1):
-            return None
-        drop.add(key)
-    try:
-        return Recipe.model_validate({k: v for k, v in data.items() if k not in drop})
-    except ValidationError:
-        return None
+def _set_aside(data: dict[str, Any], key: str, partial: Any, parts: dict[str, Any]) -> None:
+    """Take ``key`` out of ``data`` (the recipe validates without it: its errors are reported) and keep what
+    validated of it for the rules in ``parts``, or a ``FailedValue`` when nothing did."""
+    data.pop(key, None)
+    parts[key] = partial if partial is not None else FailedValue(key)
+
+
+def _with_failed_parts(recipe: Recipe, layers_known: bool, failed_parts: dict[str, Any]) -> Recipe:
+    """``recipe`` as the rules read it: what validated of ``block`` and ``train`` when they failed, a
+    ``FailedSpec`` for each component that failed as a whole, and ``layers`` failed when a selector did not
+    parse (which layers it changes is not known)."""
+    parts = {kind: FailedSpec() for kind in COMPONENT_FIELDS if is_failed(getattr(recipe, kind))}
+    parts.update(failed_parts)
+    if not layers_known:
+        parts["layers"] = FailedValue("layers")
+    if parts:
+        recipe = recipe.model_copy()
+        recipe.__dict__.update(parts)
+    return recipe
