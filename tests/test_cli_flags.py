@@ -137,3 +137,16 @@ def test_plot_takes_o_as_every_command_does(tmp_path):
     cli("train", "gpt-tiny", "--out", tmp_path / "run", *FAST)
     cli("plot", tmp_path / "run", "-o", tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_build_out_keeps_to_its_own_model_unless_forced(tmp_path):
+    out = tmp_path / "m"
+    cli("build", "gpt-tiny", "-o", out)
+    cli("build", "gpt-tiny", "-o", out)  # the same recipe: its folder, written again
+    refused = cli("build", "llama-tiny", "-o", out, code=2)
+    assert f"{out} already holds another model (checksums.json, config.json, model.safetensors, recipe.yaml)" in (
+        refused.stderr
+    )
+    assert zoo.load_recipe(out).name == "gpt-tiny"
+    cli("build", "llama-tiny", "-o", out, "--force")
+    assert zoo.load_recipe(out).name == "llama-tiny"

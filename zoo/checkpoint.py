@@ -12,7 +12,7 @@ load.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,24 @@ def check_fits(
 
 def _names(names: list[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
+
+
+def holds_recipe(recipe: Any) -> Callable[[Path], bool]:
+    """Whether a folder holds a zoo model of ``recipe``'s architecture (written over in place, not refused)."""
+
+    def same(folder: Path) -> bool:
+        from zoo.recipe import load_recipe
+
+        if not (folder / "recipe.yaml").is_file():
+            return False
+        try:
+            held = load_recipe(folder / "recipe.yaml")
+        except (ZooError, OSError):
+            return False
+        skip = {"name", "description"}
+        return held.model_dump(exclude=skip) == recipe.model_dump(exclude=skip)
+
+    return same
 
 
 def save(model: nn.Module, directory: str | Path) -> Path:

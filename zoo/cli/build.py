@@ -67,8 +67,13 @@ def build(
     set_: Overrides = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Save the resolved recipe (recipe.yaml) and the weights (model.safetensors) here."),
+        typer.Option(
+            "--out", "-o", help="Save the resolved recipe (recipe.yaml) and the weights (model.safetensors) here."
+        ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="--out holds another model or other files: replace that folder whole.")
+    ] = False,
     device: Annotated[Device, typer.Option("--device", help="Where to build; meta allocates nothing.")] = Device.cpu,
     dtype: Annotated[Dtype, typer.Option("--dtype", help="Parameter dtype.")] = Dtype.float32,
     as_json: Annotated[bool, typer.Option("--json", help="Print the component tree as JSON instead.")] = False,
@@ -78,7 +83,8 @@ def build(
 
     from zoo.analysis import component_tree
     from zoo.builder import build
-    from zoo.checkpoint import save
+    from zoo.checkpoint import holds_recipe, save
+    from zoo.files import destination
 
     from .render import console, count
 
@@ -89,7 +95,10 @@ def build(
         raise ZooError("--device cuda: CUDA is not available on this machine (torch sees no GPU)")
     model = build(resolved, device=device.value, dtype=dtype.value)
     tree = component_tree(model)
-    directory = save(model, out) if out is not None else None
+    directory = None
+    if out is not None:
+        with destination(out, what="the built model", force=force, same=holds_recipe(model.recipe)):
+            directory = save(model, out)
     if as_json:
         data = {"recipe": resolved.name, "device": device.value, "dtype": dtype.value, "parameters": tree.params}
         typer.echo(json.dumps({**data, "tree": _tree_data(tree), "saved": str(directory) if directory else None}))

@@ -317,34 +317,15 @@ def import_checkpoint(
     ``out`` may not be ``hf_dir`` (nor inside it); a folder that holds anything but this same model is replaced
     whole with ``force``, and refused without (``zoo.files.destination``)."""
     from zoo.builder import count_parameters
-    from zoo.checkpoint import save
+    from zoo.checkpoint import holds_recipe, save
 
     source = _Source.read(hf_dir)
     model = from_hf(hf_dir, dtype=dtype)
-    with destination(out, what="the imported model", force=force, same=_holds(model.recipe), reading=(hf_dir,)):
+    with destination(out, what="the imported model", force=force, same=holds_recipe(model.recipe), reading=(hf_dir,)):
         directory = save(model, out)
         names = carry_in(hf_dir, directory)
     notes = (f"carried along into {Path(directory) / CARRIED_DIR}: {', '.join(names)}",) if names else ()
     return Conversion(source.family.name, source.hf_class, count_parameters(model), Path(directory), notes)
-
-
-def _holds(recipe: Any) -> Callable[[Path], bool]:
-    """Whether a folder holds a zoo model of ``recipe``'s architecture (written over in place, not refused)."""
-
-    def same(folder: Path) -> bool:
-        from zoo.errors import ZooError
-        from zoo.recipe import load_recipe
-
-        if not (folder / "recipe.yaml").is_file():
-            return False
-        try:
-            held = load_recipe(folder / "recipe.yaml")
-        except (ZooError, OSError):
-            return False
-        skip = {"name", "description"}
-        return held.model_dump(exclude=skip) == recipe.model_dump(exclude=skip)
-
-    return same
 
 
 def _same_config(config: dict[str, Any]) -> Callable[[Path], bool]:
