@@ -6,10 +6,11 @@ its output is checked for:
 * width: no line longer than 80 cells;
 * trailing spaces: none at the end of any line;
 * broken words: the same command is run again at 400 columns, where nothing needs to wrap, and every
-  whitespace-separated token of the 80-column output must be a token of the wide one. A word folded across two
-  lines (``encoder-decod`` / ``er``) or cut short (``zoo.architec…``) leaves fragments that the wide output does
-  not hold. Left out of the comparison: rules (three or more of ``─ ═ = -``, as wide as their table), and for commands
-  whose output holds measurements (timings, losses, sampled text) tokens with a digit. Click shortens a
+  whitespace-separated token of the 80-column output must be a token of the wide one. A word folded across
+  two lines (``encoder-decod`` / ``er``) or cut short (``zoo.architec…``) leaves fragments that the wide output
+  does not hold. Left out of the comparison: rules (three or more of ``─ ═ = -``, as wide as their table); for
+  commands whose output holds measurements (timings, losses), tokens with a digit and tokens of one or two
+  characters (the units of measured figures, ``k``, ``ms``, come and go with their values). Click shortens a
   command's one-line help to the width with ``...`` at a word's end: that suffix is taken off first.
 
 JSON output (``zoo schema``, ``--json``) is data, not layout: only its line ends are checked. The commands are
@@ -46,7 +47,7 @@ def invoke(args: list[str], columns: int = WIDTH) -> str:
 def tokens(text: str, *, measured: bool = False) -> set[str]:
     """The words of ``text`` as the broken-word check compares them (see the module's docstring)."""
     words = {t.removesuffix("...") for t in text.split() if not RULE.match(t)}
-    return {w for w in words if w and not (measured and any(c.isdigit() for c in w))}
+    return {w for w in words if w and not (measured and (len(w) <= 2 or any(c.isdigit() for c in w)))}
 
 
 def check_layout(out: str, *, json: bool = False) -> None:
