@@ -3,8 +3,8 @@
 The inputs follow the model's ``forward`` signature, the convention every zoo architecture keeps: ``images``
 (N, C, H, W) for vision models, ``input_ids`` and ``decoder_input_ids`` (N, L) for encoder-decoders, and
 ``input_ids`` (N, L) otherwise. When the forward pass cannot run (a mixture-of-experts FFN routes tokens by
-their values, which meta tensors do not have), the table falls back to torchinfo's per-module parameters
-without shapes, and ``LayerTable.note`` says why.
+their values, which meta tensors do not have), the table falls back to the module tree without shapes (torchinfo
+then counts each module's parameters statically), and ``LayerTable.note`` says why.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ __all__ = ["LayerTable", "example_inputs", "input_family", "layer_table", "route
 @dataclass(frozen=True)
 class LayerTable:
     text: str
-    """torchinfo's table, as torchinfo prints it."""
+    """torchinfo's module tree, with each module's output shape where a forward pass ran: its header and rows
+    only. Its per-module parameters and its totals (parameters, mult-adds, sizes) are left out: they follow
+    torchinfo's conventions (a tied tensor once per module holding it, mult-adds once per sequence), and zoo's
+    own counts, FLOPs and memory say the same exactly. The figures stay in the fields below."""
     total_params: int
     """torchinfo's own total (a tied tensor counted once per module holding it)."""
     forward: str
@@ -118,7 +121,7 @@ def layer_table(
         note = "torchinfo ran without a forward pass: zoo does not know the inputs of this model's forward"
     elif device.type == "meta" and (routed := routed_ffn(model)) is not None:
         note = (
-            f"torchinfo ran without a forward pass (parameters only, no shapes): the mixture-of-experts FFN "
+            f"torchinfo ran without a forward pass (no output shapes): the mixture-of-experts FFN "
             f"{routed} routes tokens by their values, which tensors on the meta device do not have"
         )
         inputs = None
@@ -128,7 +131,7 @@ def layer_table(
         try:
             stats = torchinfo.summary(model, input_data=inputs, depth=depth, device=device, verbose=0)
             return LayerTable(
-                _fitted(stats, width),
+                _tree(stats, width, shapes=True),
                 stats.total_params,
                 device.type,
                 repeated=_repeated(model, stats),
@@ -143,7 +146,7 @@ def layer_table(
             hook.remove()
     many = sum(1 for _ in model.modules()) > STATIC_MODULE_LIMIT
     stats = torchinfo.summary(_cut(model, depth) if many else model, depth=depth, device=device, verbose=0)
-    return LayerTable(_fitted(stats, width), stats.total_params, "none", note)
+    return LayerTable(_tree(stats, width, shapes=False), stats.total_params, "none", note)
 
 
 STATIC_MODULE_LIMIT = 5_000
@@ -173,15 +176,21 @@ def _cut(module: nn.Module, depth: int) -> nn.Module:
     return stand_in
 
 
-def _fitted(stats, width: int | None) -> str:
-    """torchinfo's table as text, narrowed to fit ``width`` where its contents allow: the layer-name column to the
-    longest name among the rows shown, the other columns (to 16 characters at least) share what is left."""
+def _tree(stats, width: int | None, *, shapes: bool) -> str:
+    """torchinfo's table as text, reduced to its header and one row per module (with the output shape when
+    ``shapes``), between torchinfo's ``=`` rules as wide as its widest line. With ``width`` (columns), the
+    layer-name column is as wide as the longest name among the rows shown, so that the table fits where its
+    contents allow."""
+    from torchinfo import ColumnSettings
+
+    f = stats.formatting
+    f.col_names = (ColumnSettings.OUTPUT_SIZE,) if shapes else ()
     if width is not None:
-        f = stats.formatting
         shown = [i for i in stats.summary_list if i.depth <= f.max_depth]  # torchinfo sizes for every row
         longest = max(
             (len(i.get_layer_name(f.show_var_name, f.show_depth)) + i.depth * 5 + 1 for i in shown), default=0
         )
-        f.layer_name_width = max(longest, min(-(-longest // 5) * 5, width - 2 * 16))
-        f.col_width = max(16, min(f.col_width, (width - f.layer_name_width) // max(1, len(f.col_names))))
-    return str(stats)
+        f.layer_name_width = max(longest, min(-(-longest // 5) * 5, width - 24))
+    header, rows = f.header_row(), f.layers_to_str(stats.summary_list, stats.total_params)
+    rule = "=" * max(len(line) for line in (header + rows).splitlines())
+    return f"{rule}\n{header}{rule}\n{rows}{rule}"

@@ -1,4 +1,5 @@
-"""Everything ``zoo summary`` shows, computed in one place: parameters, FLOPs, memory and torchinfo's table."""
+"""Everything ``zoo summary`` shows, computed in one place: parameters, FLOPs, memory and torchinfo's module
+tree with output shapes."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ class ModelSummary:
 
     @property
     def torchinfo_note(self) -> str | None:
-        """Why torchinfo's total differs from zoo's, or None when they agree."""
+        """Why torchinfo's parameter total (``to_dict``'s raw figures; not printed) differs from zoo's, or None
+        when they agree."""
         if self.layers is None or self.layers.total_params == self.counted.total:
             return None
         reported, true = self.layers.total_params, self.counted.total
@@ -70,36 +72,6 @@ class ModelSummary:
             )
         why = f": {'; and '.join(reasons)}" if reasons else ""
         return f"torchinfo reports {reported:,} parameters{why}. The model has {true:,}, each tensor counted once."
-
-    @property
-    def torchinfo_reconciled(self) -> list[str]:
-        """One line for each figure torchinfo prints that differs from zoo's own, saying why (parameters
-        first: ``torchinfo_note``)."""
-        t = self.layers
-        if t is None:
-            return []
-        lines = [self.torchinfo_note] if self.torchinfo_note else []
-        if t.mult_adds is not None:
-            lines.append(
-                f"torchinfo's mult-adds ({t.mult_adds:,}) are batch x each module's parameters: once per sequence, "
-                f"not per token, and no attention scores. zoo's forward FLOPs: {self.flops.forward_per_batch:,} "
-                "per batch (2 per weight per token, plus attention)."
-            )
-        if t.pass_bytes is not None:
-            activations = self.memory.activation_bytes
-            lines.append(
-                f"torchinfo's forward/backward pass size ({t.pass_bytes / 1e6:,.2f} MB) is twice every parameterised "
-                f"module's output in the model's dtype. zoo's activations ({activations / 2**20:,.2f} MiB) are the "
-                "tensors backward keeps, in bf16, fused attention."
-            )
-        if t.param_bytes is not None:
-            fp32 = self.memory.weights["fp32"]
-            if t.param_bytes != fp32:
-                lines.append(
-                    f"torchinfo's params size ({t.param_bytes / 1e6:,.2f} MB, decimal) counts a tied tensor once "
-                    f"per module holding it. zoo's fp32 weights: {fp32 / 2**20:,.2f} MiB, each tensor once."
-                )
-        return lines
 
     def to_dict(self) -> dict[str, Any]:
         """Every number as plain JSON-ready data."""
@@ -123,18 +95,22 @@ class ModelSummary:
                     {"where": m.where, "counted": m.counted, "analytic": m.analytic} for m in self.mismatches
                 ],
                 "tied": [{"name": t.name, "owner": t.owner, "numel": t.numel} for t in c.tied],
-                "torchinfo_total": self.layers.total_params if self.layers else None,
-                "torchinfo_note": self.torchinfo_note,
             },
             "flops": self.flops.to_dict(),
             "memory": self.memory.to_dict(),
             "torchinfo": {
                 "forward": self.layers.forward,
                 "note": self.layers.note,
-                "mult_adds": self.layers.mult_adds,
-                "pass_bytes": self.layers.pass_bytes,
-                "param_bytes": self.layers.param_bytes,
-                "reconciled": self.torchinfo_reconciled,
+                # torchinfo's totals as torchinfo counts them (a tied tensor once per module holding it; mult-adds
+                # batch x each module's parameters; pass size twice the modules' outputs): not shown by the text
+                # summary, whose parameters, flops and memory above are zoo's own.
+                "raw_figures": {
+                    "total_params": self.layers.total_params,
+                    "total_params_note": self.torchinfo_note,
+                    "mult_adds": self.layers.mult_adds,
+                    "pass_bytes": self.layers.pass_bytes,
+                    "param_bytes": self.layers.param_bytes,
+                },
             }
             if self.layers
             else None,
@@ -151,15 +127,15 @@ def summarize(
     torchinfo: bool = True,
     width: int | None = None,
 ) -> ModelSummary:
-    """Parameters (counted and analytic), FLOPs, memory and torchinfo's layer table of a recipe.
+    """Parameters (counted and analytic), FLOPs, memory and torchinfo's module tree of a recipe.
 
     Args:
         recipe: a path, a recipe name, a dict or a ``Recipe``.
         batch: sequences per batch (activations, KV cache and per-batch FLOPs).
         seq_len: tokens per sequence; default ``train.seq_len``, else 4096 capped at ``max_len`` (a vision
             model's is its patch count), said in the notes.
-        depth: how deep torchinfo's table goes (1: the model's direct children).
-        width: the columns torchinfo's table must fit in (default: its own width, about 95).
+        depth: how deep torchinfo's tree goes (1: the model's direct children).
+        width: the columns torchinfo's tree should fit in (default: torchinfo's own layer-name width).
         torchinfo: run torchinfo (False skips the layer table, e.g. to count many recipes fast).
 
     Raises:

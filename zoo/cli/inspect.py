@@ -12,9 +12,7 @@ from .build import Overrides, RecipeArg, load_with_overrides
 
 def summary(
     recipe: RecipeArg,
-    depth: Annotated[
-        int, typer.Option("--depth", help="Depth of torchinfo's layer table (0-100); 1: the model's parts.")
-    ] = 1,
+    depth: Annotated[int, typer.Option("--depth", help="Depth of the module tree (0-100); 1: the model's parts.")] = 1,
     batch: Annotated[int, typer.Option("--batch", help="Sequences per batch (activations, KV cache, FLOPs).")] = 1,
     seq_len: Annotated[
         int | None,
@@ -23,7 +21,7 @@ def summary(
     as_json: Annotated[bool, typer.Option("--json", help="Print every number as one JSON object instead.")] = False,
     set_: Overrides = None,
 ) -> None:
-    """Parameters (counted and from the formulas), FLOPs and memory of a recipe, with torchinfo's table.
+    """Parameters (counted and from the formulas), FLOPs and memory of a recipe, with its module tree.
 
     Large models are built on the meta device: nothing is allocated.
     """
@@ -50,7 +48,9 @@ def _render(s: Any) -> None:
         f"[bold]{escape(s.recipe.name)}[/bold]: {s.recipe.architecture}, built on {where}; "
         f"batch {s.batch} x seq_len {s.seq_len}"
     )
-    if s.layers is not None:
+    if s.layers is not None:  # torchinfo adds the module tree and shapes; every count below is zoo's own
+        shapes = " with output shapes" if s.layers.forward != "none" else ""
+        show.print(f"[bold]Modules{shapes}[/bold] (torchinfo)")
         show.print(s.layers.text, markup=False, soft_wrap=True)
     for note in s.notes:
         show.print(f"[yellow]note:[/yellow] {escape(note)}")
@@ -62,8 +62,6 @@ def _render(s: Any) -> None:
             show.print(f"  {m.where}: counted {m.counted:,}, formulas {m.analytic:,} ({m.difference:+,})")
     for missing in s.analytic.missing:
         show.print(f"[yellow]no formula[/yellow] for {escape(missing)}: the analytic count leaves it out")
-    for line in s.torchinfo_reconciled:
-        show.print(f"[yellow]note:[/yellow] {escape(line)}")
     if s.routed:
         show.print(_experts(s))
     show.print(_flops(s))

@@ -123,14 +123,15 @@ def list_components(
 
 def recipes(as_json: AsJson = False) -> None:
     """Named recipes (shipped and from plugins) with architecture and parameter count (built on meta)."""
-    from rich.markup import escape
+    from rich.padding import Padding
+    from rich.text import Text
 
     from zoo.analysis import parameter_breakdown
     from zoo.builder import build
     from zoo.plugins import plugins
     from zoo.recipe import load_recipe, named_recipes
 
-    from .render import console, count, table
+    from .render import aligned, console, count
 
     shipped_by = {name: p.name for p in plugins() for name in p.recipes}
     rows = []
@@ -146,14 +147,24 @@ def recipes(as_json: AsJson = False) -> None:
     if as_json:
         echo_json(rows)
         return
-    t = table("Named recipes", "name", "architecture", "parameters", "plugin", "description", right=("parameters",))
+    # Head lines aligned like a table's rows, each description under its recipe at the full width: a description
+    # column beside four others would get a few characters at 80 columns.
+    show = console()
+    show.print("[bold]Named recipes[/bold]\n")
+    heads: list[tuple[str | Text, ...]] = [
+        tuple(Text(h, style="bold") for h in ("name", "architecture", "parameters", "plugin"))
+    ]
     for row in rows:
-        parameters = count(row["parameters"]) if "error" not in row else "[red]invalid[/red]"
-        description = row.get("description") if "error" not in row else row["error"]
-        t.add_row(
-            row["name"], row["architecture"] or "-", parameters, escape(row["plugin"] or "-"), escape(description)
-        )
-    console().print(t)
+        parameters = Text("invalid", style="red") if "error" in row else count(row["parameters"])
+        name = Text(row["name"], style="bold cyan")
+        heads.append((name, row["architecture"] or "-", parameters, row["plugin"] or "-"))
+    lines = aligned(heads, right=(2,))
+    show.print(lines[0])
+    for row, line in zip(rows, lines[1:], strict=True):
+        show.print(line)
+        description = row["error"] if "error" in row else row.get("description")
+        if description:
+            show.print(Padding(Text(" ".join(description.split())), (0, 0, 0, 4)))
 
 
 def schema(
@@ -172,11 +183,13 @@ def schema(
 
 def plugins_command(as_json: AsJson = False) -> None:
     """Installed plugins: version, what each registered by kind, and whether it loaded."""
-    from rich.markup import escape
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
 
     from zoo.plugins import plugins
 
-    from .render import console, table
+    from .render import aligned, console
 
     found = plugins()
     if as_json:
@@ -197,18 +210,29 @@ def plugins_command(as_json: AsJson = False) -> None:
             ]
         )
         return
-    t = table("Plugins", "plugin", "version", "status", "registered", whole=("plugin", "version", "status"))
+    # One entry per plugin, what it registered under its line at the full width (not a squeezed column).
+    show = console()
+    show.print("[bold]Plugins[/bold]\n")
+    heads: list[tuple[str | Text, ...]] = [tuple(Text(h, style="bold") for h in ("plugin", "version", "status"))]
     for p in found:
-        registered = p.registered if p.ok else p.provides
-        lines = [f"{kind}: {', '.join(names)}" for kind, names in registered.items()]
-        lines += [f"recipes: {', '.join(p.recipes)}"] if p.recipes else []
-        lines += [f"hf families: {', '.join(p.hf_families)}"] if p.hf_families else []
-        lines += [f"accelerators: {', '.join(p.accelerators)}"] if p.accelerators else []
-        lines += [f"error: {p.error}"] if p.error else []
         style = {"ok": "green", "disabled": "yellow"}.get(p.status, "red")
-        name = f"{p.name} (built-in)" if p.builtin else p.name
-        t.add_row(escape(name), p.version or "-", f"[{style}]{p.status}[/{style}]", escape("\n".join(lines) or "-"))
-    console().print(t)
+        heads.append((f"{p.name} (built-in)" if p.builtin else p.name, p.version or "-", Text(p.status, style=style)))
+    lines = aligned(heads)
+    show.print(lines[0])
+    for p, line in zip(found, lines[1:], strict=True):
+        show.print(line)
+        registered = p.registered if p.ok else p.provides
+        fields = [(f"{kind}:", ", ".join(names)) for kind, names in registered.items()]
+        fields += [("recipes:", ", ".join(p.recipes))] if p.recipes else []
+        fields += [("hf families:", ", ".join(p.hf_families))] if p.hf_families else []
+        fields += [("accelerators:", ", ".join(p.accelerators))] if p.accelerators else []
+        fields += [("error:", p.error)] if p.error else []
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, style="dim")
+        grid.add_column(overflow="fold")  # wraps at spaces; folds only a token wider than the line (a path)
+        for key, value in fields or [("registered:", "-")]:
+            grid.add_row(key, Text(value))
+        show.print(Padding(grid, (0, 0, 0, 4)))
 
 
 def register(app: typer.Typer) -> None:
