@@ -121,3 +121,15 @@ def test_the_command_prints_tables_and_json():
     assert "The architectures are the same: no recipe field differs." in same.output
     bad = runner.invoke(app, ["diff", "llama-tiny", "llama-tiny", "--seq", "0"])
     assert bad.exit_code == 2 and "--batch and --seq must be at least 1 (got 1 and 0)" in bad.output
+
+
+@pytest.mark.parametrize("a, b", [("llama-3.2-1b", "qwen2.5-0.5b"), ("mistral-7b-v0.1", "llama-3-70b")])
+def test_the_readme_shows_the_real_output(a, b, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index(f"$ zoo diff {a} {b}\n") + len(f"$ zoo diff {a} {b}\n")
+    shown = readme[start : readme.index("```", start)].rstrip("\n")
+    output = CliRunner().invoke(app, ["diff", a, b]).stdout.rstrip("\n")
+    assert shown == "\n".join(line.rstrip() for line in output.splitlines())
