@@ -150,3 +150,22 @@ def test_build_out_keeps_to_its_own_model_unless_forced(tmp_path):
     assert zoo.load_recipe(out).name == "gpt-tiny"
     cli("build", "llama-tiny", "-o", out, "--force")
     assert zoo.load_recipe(out).name == "llama-tiny"
+
+
+def test_summary_of_a_run_says_its_weights_are_not_read_and_zero_counts_say_why(tmp_path):
+    cli("train", "gpt-tiny", "--out", tmp_path / "run", *FAST)
+    out = cli("summary", tmp_path / "run").stdout
+    assert f"from the recipe of {tmp_path / 'run'} (its weights are not read" in " ".join(out.split())
+    assert "random weights" not in out
+    listed = cli("summary", "llama-tiny").stdout
+    assert "positional 0: it computes without parameters of its own" in listed  # RoPE
+    assert "head 0: head.proj.weight is embedding.token.weight, counted there" in listed  # tied
+
+
+def test_a_plan_that_does_not_fit_names_only_what_its_layout_has():
+    from zoo.analysis.plan import plan
+
+    ddp = plan("llama-3-70b", gpu="h100-80gb", gpus=2, batch=2, seq_len=1024, parallel="ddp").error()
+    assert "gathered weights" not in ddp
+    fsdp = plan("llama-3-70b", gpu="l4", gpus=2, batch=2, seq_len=1024, parallel="fsdp").error()
+    assert "gathered weights" in fsdp

@@ -116,9 +116,9 @@ class Plan:
                 f"{self.recipe} does not fit on {where}: at micro-batch {self.micro_batch} a device needs "
                 f"{_gib(m.needed)} (weights {_gib(m.weights)}, gradients {_gib(m.gradients)}, optimizer "
                 f"{_gib(m.optimizer)}, activations and temporaries {_gib(m.activations + m.casts + m.temporaries)}"
-                f" (of which {m.casts / 2**30:.2f} GiB {self.precision} copies of weights), gathered weights "
-                f"{_gib(m.gathered)}, reserve "
-                f"{_gib(m.reserve)}) of its {_gib(self.available)}{one}"
+                f" (of which {m.casts / 2**30:.2f} GiB {self.precision} copies of weights)"
+                + (f", gathered weights {_gib(m.gathered)}" if self.strategy == "fsdp" else "")
+                + f", reserve {_gib(m.reserve)}) of its {_gib(self.available)}{one}"
             )
             return what + (": " + "; ".join(self.advice) if self.advice else "")
         return None

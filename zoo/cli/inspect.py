@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -34,16 +35,18 @@ def summary(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
-    _render(result)
+    _render(result, folder=recipe if Path(recipe).is_dir() else None)
 
 
-def _render(s: Any) -> None:
+def _render(s: Any, *, folder: str | None = None) -> None:
     from rich.markup import escape
 
     from .render import console
 
     show = console()
     where = "the meta device (no weights allocated)" if s.device == "meta" else f"{s.device} (random weights)"
+    if folder is not None:  # a model or run: its architecture is summarised, its weights are never read
+        where = f"{s.device} from the recipe of {escape(folder)} (its weights are not read: none of this needs them)"
     show.print(
         f"[bold]{escape(s.recipe.name)}[/bold]: {s.recipe.architecture}, built on {where}; "
         f"batch {s.batch} x seq_len {s.seq_len}"
@@ -55,6 +58,9 @@ def _render(s: Any) -> None:
     for note in s.notes:
         show.print(f"[yellow]note:[/yellow] {escape(note)}")
     show.print(_kinds(s))
+    for kind in s.counted.by_kind:
+        if s.counted.by_kind[kind] == 0:
+            show.print(escape(_why_none(kind, s)), style="dim")
     show.print(_layers(s))
     if s.mismatches:
         show.print("[bold red]MISMATCH[/bold red] between the counted parameters and the formulas:")
@@ -87,6 +93,14 @@ def _kinds(s: Any) -> Any:
     total, analytic = s.counted.total, s.analytic.total
     t.add_row("total", count(total), count(analytic), "100.0%", _check(total, analytic), style="bold")
     return t
+
+
+def _why_none(kind: str, s: Any) -> str:
+    """Why a kind of component counts no parameters: a tied weight counted where it lives, or none at all."""
+    tied = [t for t in s.counted.tied if t.name.startswith(f"{kind}.")]
+    if tied:
+        return f"{kind} 0: " + "; ".join(f"{t.name} is {t.owner}, counted there" for t in tied)
+    return f"{kind} 0: it computes without parameters of its own"
 
 
 def _check(counted: int, analytic: int) -> str:
