@@ -169,3 +169,20 @@ def test_a_plan_that_does_not_fit_names_only_what_its_layout_has():
     assert "gathered weights" not in ddp
     fsdp = plan("llama-3-70b", gpu="l4", gpus=2, batch=2, seq_len=1024, parallel="fsdp").error()
     assert "gathered weights" in fsdp
+
+
+def test_the_same_thing_is_spelled_the_same_in_every_command():
+    """Each option that several commands share has one spelling everywhere (older spellings stay aliases)."""
+    import typer
+
+    command = typer.main.get_command(app)
+    seen = set()
+    for name, sub in command.commands.items():
+        opts = {o for p in sub.params if p.param_type_name == "option" for o in p.opts}
+        seen |= opts
+        assert "--out" not in opts or "-o" in opts, name
+        assert "--batch-size" not in opts or "--batch" in opts, name
+        assert "--seq-len" not in opts or "--seq" in opts, name
+        assert ("--new" in opts) == ("--max-new-tokens" in opts), name
+        assert "--json" in opts or name not in ("summary", "plan", "diff", "bench", "list", "recipes", "plugins"), name
+    assert {"--out", "-o", "--batch", "--seq", "--force", "--json"} <= seen

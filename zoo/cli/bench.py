@@ -31,7 +31,7 @@ def bench(
     model: Annotated[str, typer.Argument(help=MODEL_HELP)],
     batch: Annotated[str, typer.Option("--batch", help="Batch sizes, comma-separated.")] = "1",
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt lengths in tokens, comma-separated.")] = "128",
-    new: Annotated[int, typer.Option("--new", help="Tokens generated per row (at least 2).")] = 128,
+    new: Annotated[int, typer.Option("--new", "--max-new-tokens", help="Tokens generated per row (at least 2).")] = 128,
     dtype: Annotated[
         str | None, typer.Option("--dtype", help="Weights and compute dtype (float32, bfloat16, float16).")
     ] = None,

@@ -168,7 +168,9 @@ def recipes(as_json: AsJson = False) -> None:
 
 
 def schema(
-    out: Annotated[Path | None, typer.Option("--out", help="Write the schema to this file instead of stdout.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the schema to this file instead of stdout.")
+    ] = None,
 ) -> None:
     """The JSON Schema of recipe files, every registered component included, for editor completion."""
     from zoo.recipe import recipe_json_schema

@@ -249,7 +249,9 @@ def generate(
     prompt: Annotated[
         list[str], typer.Option("--prompt", metavar="TEXT", help="Text to continue (or translate); repeatable.")
     ],
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Most tokens to add (1 to 2^20).")] = 200,
+    max_new_tokens: Annotated[
+        int, typer.Option("--max-new-tokens", "--new", help="Most tokens to add (1 to 2^20).")
+    ] = 200,
     temperature: Annotated[float, typer.Option("--temperature", help="0: greedy; a finite number >= 0.")] = 0.8,
     top_k: Annotated[int | None, typer.Option("--top-k", help="Sample from the k likeliest (k >= 1).")] = None,
     top_p: Annotated[
@@ -421,7 +423,9 @@ def evaluate(
     data: Annotated[Path, typer.Option("--data", help=DATA_HELP.removesuffix(" Default: the embedded data."))],
     batch_size: Annotated[
         int | None,
-        typer.Option("--batch-size", help="Examples per forward pass; default the recipe's train.batch_size."),
+        typer.Option(
+            "--batch", "--batch-size", help="Examples per forward pass; default the recipe's train.batch_size."
+        ),
     ] = None,
     device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics (and what was read) as JSON.")] = False,

@@ -194,7 +194,7 @@ class TestRecipe(RecipeContract):
     recipes = ("mistral-tiny",)
 
     def test_options_are_validated_before_building(self):
-        too_small = r"mistral-tiny\.yaml: attention\.window: Input should be greater than or equal to 1"
+        too_small = r"override attention\.window=0: attention\.window: Input should be greater than or equal to 1"
         with pytest.raises(zoo.RecipeError, match=too_small):
             zoo.load_recipe("mistral-tiny", **{"attention.window": 0})
         with pytest.raises(zoo.RecipeError, match=r"num_heads \(4\) must be divisible by num_kv_heads \(3\)"):
