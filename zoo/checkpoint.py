@@ -28,6 +28,7 @@ from .files import (
     RECIPE_FILE,
     WEIGHTS_FILE,
     atomic_write,
+    folder_file,
     recorded_checksums,
     safetensors_header,
     sha256_file,
@@ -156,9 +157,10 @@ def load(path: str | Path, *, device: str | torch.device | None = None) -> nn.Mo
 def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> nn.Module:
     from .builder import build
 
-    recipe_path, weights = directory / RECIPE_FILE, directory / WEIGHTS_FILE
+    recipe_path, weights = folder_file(directory, RECIPE_FILE), directory / WEIGHTS_FILE
     header = None
-    if weights.is_file():
+    if weights.exists() or weights.is_symlink():
+        folder_file(directory, WEIGHTS_FILE)
         header = safetensors_header(weights)
         verify_recorded(directory, WEIGHTS_FILE)
     else:

@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -131,14 +132,93 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def read_json(path: Path, *, error: type[ZooError] = CheckpointError) -> dict[str, Any]:
-    """The JSON object in ``path``; damaged, truncated or non-object contents are an ``error`` naming it."""
+MAX_JSON_BYTES = 128 * 2**20
+"""The largest JSON file zoo reads (config, index, tokenizer, run records): the largest tokenizer.json of a
+published model is about 35 MB; parsing JSON costs about 4x its size in memory."""
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of JSON zoo reads (a tokenizer.json nests about 6 deep, a config.json 4)."""
+
+_KINDS = {stat.S_IFIFO: "named pipe", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
+          stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}  # fmt: skip
+
+
+def _confines(folder: Path) -> Path:
+    """The folder a file of ``folder`` may resolve into: the folder itself, or for a snapshot of the Hugging Face
+    hub's cache (``models--org--name/snapshots/REV``) the cached repository, whose files are links into its
+    ``blobs``."""
+    root = folder.resolve()
+    return root.parent.parent if root.parent.name == "snapshots" else root
+
+
+def folder_file(folder: str | Path, name: str | Path, *, error: type[ZooError] = CheckpointError) -> Path:
+    """``folder / name``, checked before it is read: a regular file (no pipe, device or socket) whose real path
+    is inside ``folder`` (a symlink may point within the folder, never out of it: a folder given to zoo is all
+    that zoo reads).
+
+    Raises:
+        ``error``: the file is missing, a link out of the folder or a loop, or not a regular file.
+    """
+    folder, path = Path(folder), Path(folder) / name
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise error(f"{path} does not exist (or is a link to nothing, or a loop of links)") from None
+    root = _confines(folder)
+    if real != root and root not in real.parents:
+        raise error(
+            f"{path} is a link to {real}, outside {folder}: zoo reads only the files inside a folder it is given; "
+            "put a copy of the file there instead of a link"
+        )
+    mode = real.stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+        raise error(f"{path} is a {kind}, not a regular file: zoo reads files only")
+    return path
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def _depth(data: Any) -> int:
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def read_json(
+    path: Path, *, error: type[ZooError] = CheckpointError, folder: str | Path | None = None
+) -> dict[str, Any]:
+    """The JSON object in ``path``: at most ``MAX_JSON_BYTES``, nested at most ``MAX_JSON_DEPTH`` deep, no key twice
+    in one object; with ``folder``, a regular file inside it (``folder_file``). Anything else is an ``error``
+    naming the file and what is wrong (damaged, truncated, not an object, too large, too deep, ambiguous)."""
+    path = Path(path)
+    if folder is not None:
+        folder_file(folder, path.relative_to(folder) if path.is_relative_to(folder) else path.name, error=error)
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise error(f"{path} is {size:,} bytes: zoo reads JSON files of at most {MAX_JSON_BYTES:,} bytes")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_reject_duplicates)
     except UnicodeDecodeError:
         raise error(f"{path} is not text (not UTF-8): the file is damaged or of another kind") from None
     except json.JSONDecodeError as exc:
         raise error(f"{path} is not valid JSON ({exc}): the file is damaged or truncated") from None
+    except RecursionError:
+        raise error(f"{path} nests deeper than {MAX_JSON_DEPTH} levels: not a file zoo reads") from None
+    except ValueError as exc:  # a duplicate key
+        raise error(f"{path}: {exc}, so its value is ambiguous: keep one") from None
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise error(f"{path} nests deeper than {MAX_JSON_DEPTH} levels: not a file zoo reads")
     if not isinstance(data, dict):
         raise error(f"{path} must hold a JSON object, not a {type(data).__name__}")
     return data
@@ -148,8 +228,8 @@ def recorded_checksums(directory: Path) -> tuple[dict[str, str], Path | None]:
     """``({file name: sha256}, the file recording them)`` of a folder; ``({}, None)`` when none is recorded."""
     for name in CHECKSUM_RECORDS:
         record = Path(directory) / name
-        if record.is_file():
-            sums = read_json(record).get("sha256")
+        if record.exists() or record.is_symlink():
+            sums = read_json(record, folder=directory).get("sha256")
             if isinstance(sums, dict):
                 return {str(k): str(v) for k, v in sums.items()}, record
     return {}, None

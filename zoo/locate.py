@@ -45,6 +45,7 @@ def complete_checkpoint(folder: Path) -> bool:
     """Whether ``folder`` is a complete training checkpoint (``step-N`` with every file written)."""
     return (
         folder.is_dir()
+        and not folder.is_symlink()  # a link to a folder elsewhere is not one of the run's checkpoints
         and CHECKPOINT_NAME.fullmatch(folder.name) is not None
         and all((folder / name).is_file() for name in CHECKPOINT_REQUIRED)
     )
@@ -127,6 +128,9 @@ def locate(path: str | Path) -> ModelFolder:
                 f"(zoo train RECIPE --out {given} --resume) or wait for its first checkpoint"
             )
         return ModelFolder("run", checkpoint, given)
-    if (given / "config.json").is_file() and _is_hf_config(given / "config.json"):
+    config = given / "config.json"
+    if config.exists() and not config.is_file():
+        raise NotAModelFolder(f"{config} is not a regular file (a pipe, device or folder): zoo reads files only")
+    if config.is_file() and _is_hf_config(config):
         return ModelFolder("hf", given, given)
     raise NotAModelFolder(f"{given} holds no model: expected {FOLDER_KINDS_HELP}")

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import save_file
 
 from zoo.errors import HFImportError
-from zoo.files import atomic_write, read_json, read_safetensors, read_torch_file, safetensors_header
+from zoo.files import atomic_write, folder_file, read_json, read_safetensors, read_torch_file, safetensors_header
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -30,25 +30,19 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
     if not directory.is_dir():
         raise HFImportError(f"{directory} is not a directory (expected a Hugging Face checkpoint folder)")
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise HFImportError(f"no {CONFIG_FILE} in {directory}: not a Hugging Face checkpoint folder")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HFImportError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(config, dict):
-        raise HFImportError(f"{path} must hold a JSON object, not {type(config).__name__}")
-    return config
+    return read_json(path, error=HFImportError, folder=directory)
 
 
 def weight_files(directory: str | Path) -> list[Path]:
     """The weight files of a checkpoint folder, safetensors preferred over pickled ``.bin``."""
     directory = Path(directory)
     for single, index in ((SAFETENSORS_FILE, SAFETENSORS_INDEX), (BIN_FILE, BIN_INDEX)):
-        if (directory / single).is_file():
-            return [directory / single]
-        if (directory / index).is_file():
-            return _shards(directory, directory / index)
+        if (directory / single).exists() or (directory / single).is_symlink():
+            return [folder_file(directory, single, error=HFImportError)]
+        if (directory / index).exists() or (directory / index).is_symlink():
+            return _shards(directory, folder_file(directory, index, error=HFImportError))
     raise HFImportError(
         f"no weights in {directory}: expected {SAFETENSORS_FILE}, {SAFETENSORS_INDEX}, {BIN_FILE} or {BIN_INDEX}"
     )
@@ -56,20 +50,17 @@ def weight_files(directory: str | Path) -> list[Path]:
 
 def _shards(directory: Path, index: Path) -> list[Path]:
     """The shard files an index lists, each confined to ``directory`` (no ``..``, absolute paths or links out)."""
-    weight_map = read_json(index, error=HFImportError).get("weight_map", {})
+    weight_map = read_json(index, error=HFImportError, folder=directory).get("weight_map", {})
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise HFImportError(f"{index}: 'weight_map' must map tensor names to shard file names")
-    root = directory.resolve()
-    shards = []
-    for name in dict.fromkeys(weight_map.values()):
-        shard = (directory / name).resolve()
-        if not shard.is_relative_to(root) or shard == root:
+    names = list(dict.fromkeys(weight_map.values()))
+    for name in names:
+        if Path(name).is_absolute() or ".." in Path(name).parts or not Path(name).parts:
             raise HFImportError(f"{index} lists the shard {name!r}, which is outside {directory}: refused")
-        shards.append(shard)
-    absent = [s.name for s in shards if not s.is_file()]
+    absent = [n for n in names if not (directory / n).exists() and not (directory / n).is_symlink()]
     if absent:
         raise HFImportError(f"{index.name} lists shards that are not in {directory}: {', '.join(absent)}")
-    return shards
+    return [folder_file(directory, name, error=HFImportError) for name in names]
 
 
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:

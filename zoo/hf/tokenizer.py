@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import HFExportError
-from zoo.files import atomic_write
+from zoo.errors import HFExportError, HFImportError
+from zoo.files import atomic_write, folder_file
 from zoo.locate import ModelFolder
 from zoo.train.tokenizer import SPECIALS, BPETokenizer, ByteTokenizer, Tokenizer
 
@@ -143,9 +143,17 @@ def write_files(directory: Path, files: dict[str, str]) -> None:
         atomic_write(directory / name, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
 
 
+def present(folder: str | Path, names: tuple[str, ...]) -> list[Path]:
+    """The files of ``folder`` among ``names``, each a regular file inside it (``zoo.files.folder_file``: a link
+    out of the folder, to /etc/passwd say, is refused rather than copied into an import or export)."""
+    folder = Path(folder)
+    named = [name for name in names if (folder / name).exists() or (folder / name).is_symlink()]
+    return [folder_file(folder, name, error=HFImportError) for name in named]
+
+
 def carry_in(hf_dir: str | Path, zoo_dir: str | Path) -> list[str]:
     """Copy the tokenizer and generation files of a HF checkpoint folder into ``zoo_dir/hf``; their names."""
-    found = [Path(hf_dir) / name for name in CARRIED_FILES if (Path(hf_dir) / name).is_file()]
+    found = present(hf_dir, CARRIED_FILES)
     target = Path(zoo_dir) / CARRIED_DIR
     if found:
         target.mkdir(parents=True, exist_ok=True)
@@ -157,7 +165,7 @@ def carry_in(hf_dir: str | Path, zoo_dir: str | Path) -> list[str]:
 def carried(zoo_dir: str | Path) -> list[Path]:
     """The Hugging Face files an import carried into a zoo model folder (none for other folders)."""
     folder = Path(zoo_dir) / CARRIED_DIR
-    return [folder / name for name in CARRIED_FILES if (folder / name).is_file()]
+    return present(folder, CARRIED_FILES)
 
 
 def carried_token_ids(files: list[Path]) -> dict[str, int | None]:
@@ -211,7 +219,7 @@ def companions(folder: ModelFolder, recipe: Any) -> Companions:
             return Companions(labels=labels)
         where = f"of {folder.path}"
     elif folder.kind == "hf":
-        found = [folder.path / name for name in CARRIED_FILES if (folder.path / name).is_file()]
+        found = present(folder.path, CARRIED_FILES)
         return Companions(copied=found, token_ids=carried_token_ids(found), note=_copied_note(found, "its own"))
     else:
         found = carried(folder.path)

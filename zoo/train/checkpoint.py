@@ -47,6 +47,7 @@ from zoo.files import (
     RECIPE_FILE,
     WEIGHTS_FILE,
     atomic_write,
+    folder_file,
     public_mode,
     read_json,
     read_safetensors,
@@ -203,7 +204,7 @@ def _step_of(folder: Path) -> int:
 def read_info(checkpoint: Path) -> dict[str, Any]:
     """``run.json`` of a checkpoint, checked: a JSON object with an integer ``step``."""
     path = checkpoint / RUN_FILE
-    info = read_json(path)
+    info = read_json(path, folder=checkpoint)
     step = info.get("step")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise CheckpointError(f"{path} has no valid step (found {step!r}): the file is damaged")
@@ -219,13 +220,13 @@ def read_info(checkpoint: Path) -> dict[str, Any]:
 def _verified(checkpoint: Path, name: str, info: dict[str, Any] | None = None) -> Path:
     """``checkpoint / name`` after its checksum (when run.json records one) is checked."""
     info = read_info(checkpoint) if info is None else info
-    path = checkpoint / name
+    path = folder_file(checkpoint, name)
     verify_checksum(path, info.get("sha256", {}).get(name), checkpoint / RUN_FILE)
     return path
 
 
 def read_tokenizer(checkpoint: Path) -> Tokenizer | None:
-    if not (checkpoint / TOKENIZER_FILE).is_file():
+    if not (checkpoint / TOKENIZER_FILE).exists() and not (checkpoint / TOKENIZER_FILE).is_symlink():
         return None
     path = _verified(checkpoint, TOKENIZER_FILE)
     data = read_json(path)
@@ -240,7 +241,7 @@ def read_tokenizer(checkpoint: Path) -> Tokenizer | None:
 def read_model_state(checkpoint: Path) -> dict[str, torch.Tensor]:
     """The weights, tied aliases restored, keyed like ``model.state_dict()``."""
     info = read_info(checkpoint)
-    path = checkpoint / WEIGHTS_FILE
+    path = folder_file(checkpoint, WEIGHTS_FILE)
     state = read_safetensors(path, sha256=info.get("sha256", {}).get(WEIGHTS_FILE), record=checkpoint / RUN_FILE)
     for alias, kept in info.get("aliases", {}).items():
         if kept not in state:
