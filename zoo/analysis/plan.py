@@ -202,8 +202,8 @@ def plan(
         raise PlanError(f"--gpus must be at least 1 (got {gpus}): the devices the batch is split over")
     if not 0 < mfu <= 1:
         raise PlanError(f"--mfu must be in (0, 1] (got {mfu}): the share of the dense bf16 peak a step reaches")
-    if tokens is not None and tokens <= 0:
-        raise PlanError(f"--tokens must be positive (got {tokens})")
+    if tokens is not None and not (math.isfinite(tokens) and tokens > 0):
+        raise PlanError(f"--tokens must be a positive finite number, such as 1e9 (got {tokens})")
     overrides: dict[str, Any] = {}
     for key, value in (
         ("train.activation_checkpointing", checkpointing),

@@ -41,7 +41,10 @@ def next_token_probs(
     logits: torch.Tensor, *, temperature: float, top_k: int | None = None, top_p: float | None = None
 ) -> torch.Tensor:
     """The distribution ``sample_next`` draws from (temperature > 0): ``logits`` (N, V) -> float32 (N, V)."""
-    logits = logits.float() / temperature
+    # Shifted by the maximum and divided in float64: however small the temperature (1e-300, which float32 rounds
+    # to 0), the likeliest token's logit is 0 and the others -inf at worst, never 0 / 0 or inf - inf.
+    logits = logits.double()
+    logits = ((logits - logits.amax(dim=-1, keepdim=True)) / temperature).float()
     if top_k is not None and top_k < logits.size(-1):
         kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -50,6 +53,7 @@ def next_token_probs(
         cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
         # Drop a token when the tokens before it already reach top_p; the most likely one always stays.
         drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p
+        drop[:, 0] = False  # a top_p below float32's smallest number (1e-300) keeps it too
         logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     return logits.softmax(dim=-1)
 
