@@ -35,6 +35,7 @@ from zoo.hookspecs import hookimpl
 from zoo.plugins import hf_families
 
 from .bert import BERT
+from .checks import config_problems
 from .gpt2 import GPT2
 from .io import read_config, read_names, read_weights, write_checkpoint
 from .llama import LLAMA
@@ -143,18 +144,23 @@ class _Source:
         config = read_config(path)
         model_type = config.get("model_type")
         known = families()
-        if model_type not in known:
+        if not isinstance(model_type, str) or model_type not in known:
             raise HFImportError(
                 f"model_type {model_type!r} is not supported; zoo imports {', '.join(known)}", source=str(path)
             )
         family = known[model_type]
         architectures = config.get("architectures") or [family.classes[0]]
+        if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+            raise HFImportError(f"architectures={architectures!r} must be a list of class names", source=str(path))
         if architectures[0] not in family.classes:
             raise HFImportError(
                 f"architectures={architectures!r} is not supported: zoo imports {family.name} checkpoints of "
                 f"{', '.join(family.classes)}",
                 source=str(path),
             )
+        problems = config_problems(config, family.defaults)
+        if problems:
+            raise HFImportError(problems, source=str(path))
         merged = {**family.defaults, **config}
         problems = unsupported(merged, family.options)
         if problems:

@@ -14,7 +14,7 @@ from zoo.errors import HFImportError
 
 from .llama import LLAMA, LLAMA_RULES
 from .mapping import Rule
-from .rope import rope_type, scaling_parameters
+from .rope import rope_theta, rope_type, scaling_parameters
 from .rows import ROPE
 from .table import Computed, Refused, Unread
 
@@ -28,7 +28,7 @@ def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     dim = config["head_dim"]  # HunYuanDenseV1RotaryEmbedding reads config.head_dim for alpha, not a derived one
     if dim is None:
         raise HFImportError("a dynamic rope with an alpha needs head_dim (transformers' NTK-alpha reads it)")
-    theta = float(params.get("rope_theta") or config["rope_theta"])
+    theta = rope_theta({**config, "rope_parameters": params})
     return {"positional": {"type": "rope", "theta": theta * params["alpha"] ** (dim / (dim - 2))}}
 
 

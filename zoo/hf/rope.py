@@ -89,7 +89,8 @@ def rope_spec(config: dict[str, Any], params: dict[str, Any] | None = None) -> d
             scaling without its ``factor`` (longrope: its factors).
     """
     params = scaling_parameters(config) if params is None else params
-    spec: dict[str, Any] = {"type": "rope", "theta": float(params.get("rope_theta") or rope_theta(config))}
+    given = params.get("rope_theta")
+    spec: dict[str, Any] = {"type": "rope", "theta": rope_theta(config) if given is None else _base(given)}
     kind = rope_type(params)
     if kind not in ROPE_SCALINGS:
         raise HFImportError(f"rope_type {kind!r} is not supported: {ROPE_TYPE_WHY}")
@@ -183,7 +184,15 @@ def scaling_fits(recipe: Any) -> str | None:
 
 def rope_theta(config: dict[str, Any]) -> float:
     """RoPE's base: in ``rope_parameters`` (transformers 5) or at the top level (transformers 4)."""
-    return float(lookup(config, "rope_parameters.rope_theta", None) or config["rope_theta"])
+    given = lookup(config, "rope_parameters.rope_theta", None)
+    return _base(config["rope_theta"] if given is None else given)
+
+
+def _base(value: Any) -> float:
+    """A RoPE base as given: a finite number above 0 (never replaced by a default when it is given)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise HFImportError(f"rope_theta={value!r} must be a finite number above 0 (the RoPE base)")
+    return float(value)
 
 
 def rope_parameters(
