@@ -284,6 +284,63 @@ def read_training_state(checkpoint: Path) -> tuple[dict[str, Any], dict[str, Any
     return optimizer, trainer
 
 
+def check_training_state(
+    checkpoint: Path,
+    optimizer: dict[str, Any],
+    trainer: dict[str, Any],
+    model_state: dict[str, torch.Tensor],
+    group_sizes: list[int],
+) -> None:
+    """Refuse optimizer and trainer state that does not fit the model before any of it is loaded: the fused
+    AdamW kernels index moments by the parameters' shapes, so a moment of another shape would crash the process
+    rather than raise.
+
+    ``group_sizes``: the parameters in each of the new optimizer's groups (the checkpoint's must match).
+
+    Raises:
+        CheckpointError: naming the file, the parameter and what is wrong.
+    """
+    where, step = checkpoint / OPTIMIZER_FILE, trainer.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise CheckpointError(f"{checkpoint / TRAINER_FILE}: step must be an integer >= 0, found {step!r}")
+    saved_step = read_info(checkpoint)["step"]
+    if step != saved_step:
+        raise CheckpointError(f"{checkpoint / TRAINER_FILE}: step {step} is not the checkpoint's ({saved_step})")
+    groups = optimizer["param_groups"]
+    sizes = (
+        [len(g.get("params", ())) if isinstance(g, dict) else -1 for g in groups] if isinstance(groups, list) else []
+    )
+    if sizes != group_sizes:
+        raise CheckpointError(
+            f"{where}: its parameter groups hold {sizes} parameters, the model's {group_sizes}: the optimizer state "
+            "is of another model or cut down"
+        )
+    state = optimizer["state"]
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{where}: 'state' must map parameter names to their moments")
+    for group in groups:
+        for name in group["params"]:
+            if name not in model_state:
+                raise CheckpointError(f"{where} names a parameter the model does not have: {name!r}")
+            moments = state.get(name, {})
+            if not isinstance(moments, dict):
+                raise CheckpointError(f"{where}: the state of {name} must be a mapping, found {type(moments).__name__}")
+            for key, value in moments.items():
+                if key == "step":
+                    number = float(value) if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+                    if isinstance(number, bool) or not isinstance(number, int | float) or not number >= 0:
+                        raise CheckpointError(
+                            f"{where}: the step count of {name} must be a number >= 0, found {value!r}"
+                        )
+                elif not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                    raise CheckpointError(f"{where}: {name}'s {key} must be a floating-point tensor")
+                elif value.shape != model_state[name].shape:
+                    raise CheckpointError(
+                        f"{where}: {name}'s {key} has shape {list(value.shape)}, the parameter "
+                        f"{list(model_state[name].shape)}: the optimizer state is damaged or of another model"
+                    )
+
+
 FIXED_BY_CHECKPOINT = ("train.tokenizer", "train.objective")
 """Training settings a checkpoint fixes (its tokenizer and objective): never changed on resume."""
 IGNORED_ON_RESUME = ("description", "expect")

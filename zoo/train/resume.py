@@ -135,6 +135,8 @@ class Checkpointing:
         ckpt.check_state_fits(self.model, model_state, path)
         ckpt.check_finite(model_state, path)
         optimizer_state, trainer_state = ckpt.read_training_state(path)
+        sizes = [len(group["params"]) for group in self.optimizer.param_groups]
+        ckpt.check_training_state(path, optimizer_state, trainer_state, model_state, sizes)
         try:
             dist.load_full_state(self.wrapped, self.optimizer, model_state, optimizer_state, self.env)
             self.scheduler.load_state_dict(trainer_state["scheduler"])
