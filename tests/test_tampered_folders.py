@@ -151,3 +151,46 @@ def test_a_hub_cache_snapshot_reads_through_its_blobs(originals, tmp_path):
         os.symlink(Path("..", "..", "blobs", blob.name), snapshot / path.name)
     result = cli("import", snapshot, "--out", tmp_path / "from-cache")
     assert result.exit_code == 0, result.output
+
+
+def rewrite_weights(path: Path, change) -> None:
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(path)
+    save_file({n: change(n, t) for n, t in state.items()}, str(path), metadata={"format": "pt"})
+
+
+def test_nan_and_fp8_weights_are_refused_by_name_on_every_reader(originals, tmp_path):
+    import torch
+
+    import zoo
+    from zoo.errors import ZooError
+
+    first = "model.embed_tokens.weight"
+    nan_hf = tmp_path / "nan-hf"
+    shutil.copytree(originals["hf"], nan_hf)
+    rewrite_weights(nan_hf / "model.safetensors", lambda n, t: t.clone().fill_(float("nan")) if n == first else t)
+    result = cli("import", nan_hf, "--out", tmp_path / "x")
+    assert result.exit_code == 2 and "1 weights hold NaN or infinite values (e.g. model.embed_tokens.weight)" in (
+        " ".join(result.stderr.split())
+    )
+    assert not (tmp_path / "x").exists()
+
+    fp8 = tmp_path / "fp8-hf"
+    shutil.copytree(originals["hf"], fp8)
+    rewrite_weights(fp8 / "model.safetensors", lambda n, t: t.to(torch.float8_e4m3fn) if t.dim() == 2 else t)
+    result = cli("import", fp8, "--out", tmp_path / "y")
+    assert result.exit_code == 2 and "weights are float8_e4m3fn" in result.stderr
+    assert "dequantize the checkpoint first" in " ".join(result.stderr.split())
+
+    nan_model = tmp_path / "nan-model"
+    shutil.copytree(originals["model"], nan_model)
+    (nan_model / "checksums.json").unlink()  # as if written by a tool that records none
+    rewrite_weights(
+        nan_model / "model.safetensors",
+        lambda n, t: t.clone().fill_(float("inf")) if n == "embedding.token.weight" else t,
+    )
+    with pytest.raises(ZooError, match=r"1 weights hold NaN or infinite values \(e.g. embedding.token.weight\)"):
+        zoo.load(nan_model)
+    result = cli("export", nan_model, tmp_path / "z")
+    assert result.exit_code == 2 and "NaN or infinite" in result.stderr and not (tmp_path / "z").exists()

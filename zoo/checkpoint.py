@@ -28,6 +28,7 @@ from .files import (
     RECIPE_FILE,
     WEIGHTS_FILE,
     atomic_write,
+    check_weights,
     folder_file,
     recorded_checksums,
     safetensors_header,
@@ -173,6 +174,7 @@ def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> n
     if header is not None:
         check_fits(model, {name: shape for name, (_, shape) in header.items()}, weights=weights, recipe=recipe_path)
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))
+        check_weights(dict(model.state_dict()), str(weights))
     return model
 
 

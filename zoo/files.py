@@ -123,6 +123,24 @@ def destination(
 
 # ---------------------------------------------------------------------------------------------- reading safely
 
+BUILT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+"""The floating-point dtypes a model's weights may be stored in (``zoo.dtypes.DTYPE_CHOICES``)."""
+
+
+def check_weights(state: dict[str, torch.Tensor], where: str, error: type[ZooError] = CheckpointError) -> None:
+    """Refuse weights zoo cannot build exactly: a floating-point dtype it does not build in (fp8 and other
+    quantized formats), and NaN or infinite values (a diverged or damaged checkpoint), naming the first."""
+    odd = [(n, t.dtype) for n, t in state.items() if t.is_floating_point() and t.dtype not in BUILT_DTYPES]
+    if odd:
+        name, dtype = odd[0]
+        raise error(
+            f"{where}: {len(odd)} weights are {str(dtype).removeprefix('torch.')} (e.g. {name}); zoo builds "
+            "float32, bfloat16, float16 and float64 models: dequantize the checkpoint first"
+        )
+    bad = [n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise error(f"{where}: {len(bad)} weights hold NaN or infinite values (e.g. {bad[0]}): refused")
+
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from zoo.errors import HFExportError, HFImportError
-from zoo.files import CONFIG_FILE, destination
+from zoo.files import CONFIG_FILE, check_weights, destination
 from zoo.hookspecs import hookimpl
 from zoo.plugins import hf_families
 
@@ -230,6 +230,7 @@ def from_hf(
 
     source = _Source.read(path)  # refuses unsupported options before any weight is read
     state = source.weights()
+    check_weights(state, str(source.path), HFImportError)
     recipe = source.recipe(frozenset(state))
     if dtype is None:
         dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
