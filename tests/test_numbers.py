@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -37,3 +38,38 @@ def test_temperature_still_shapes_the_distribution():
 def test_plan_refuses_tokens_that_are_not_a_positive_finite_number(tokens):
     with pytest.raises(PlanError, match=r"--tokens must be a positive finite number, such as 1e9 \(got "):
         plan("gpt-tiny", gpu="cpu", tokens=tokens)
+
+
+def test_a_prompt_longer_than_a_rope_models_context_is_refused():
+    import zoo
+    from zoo.errors import TrainError
+    from zoo.generate import generate
+
+    model = zoo.build("llama-tiny")
+    limit = model.recipe.max_len
+    with pytest.raises(TrainError, match=rf"the prompt needs {limit + 1:,} positions, beyond the {limit:,} the model"):
+        generate(model, torch.zeros(1, limit + 1, dtype=torch.long), max_new_tokens=1)
+    assert generate(model, torch.zeros(1, limit, dtype=torch.long), max_new_tokens=2) is not None
+
+
+def test_a_tokenizer_larger_than_the_models_vocabulary_is_refused(tmp_path):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from zoo.cli import app
+
+    fast = ["--set", "train.steps=1", "--set", "train.tokenizer=bpe", "--no-summary", "--device", "cpu"]
+    for name, vocab in (("small", 300), ("large", 400)):
+        result = CliRunner().invoke(
+            app, ["train", "gpt-tiny", "--out", str(tmp_path / name), "--set", f"vocab_size={vocab}", *fast]
+        )
+        assert result.exit_code == 0, result.output
+    step = tmp_path / "small" / "checkpoints" / "step-00000001"
+    shutil.copyfile(tmp_path / "large" / "checkpoints" / "step-00000001" / "tokenizer.json", step / "tokenizer.json")
+    info = json.loads((step / "run.json").read_text())
+    info["sha256"].pop("tokenizer.json", None)  # as a tool that records no checksum would leave it
+    (step / "run.json").write_text(json.dumps(info))
+    result = CliRunner().invoke(app, ["generate", str(tmp_path / "small"), "--prompt", "The ", "--new", "2"])
+    assert result.exit_code == 2, result.output
+    assert "has 400 tokens, more than the model's vocabulary (300)" in " ".join(result.stderr.split())

@@ -13,6 +13,7 @@ from torch import nn
 from zoo.builder import resolve_kernel
 from zoo.components.kernels import Kernel, use_kernel
 from zoo.errors import TrainError
+from zoo.limits import MAX_POSITIONS
 from zoo.recipe import position_limit, positions_fit
 
 from .compiled import Decode, compile_backend
@@ -202,6 +203,12 @@ def _check_length(model: nn.Module, needed: int, what: str) -> None:
         raise TrainError(
             f"{what} needs {needed} positions, beyond the {recipe.positional.type} position table "
             f"(max_len {recipe.max_len}): shorten it"
+        )
+    longest = (recipe.max_len if recipe is not None else None) or MAX_POSITIONS
+    if what != "max_new_tokens" and needed > longest:  # no table (RoPE): max_len is the context it was built for
+        raise TrainError(
+            f"{what} needs {needed:,} positions, beyond the {longest:,} the model attends to (max_len): shorten "
+            "it, or raise max_len (--set max_len=N) for a model trained on longer sequences"
         )
 
 

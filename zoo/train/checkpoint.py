@@ -497,7 +497,14 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
     if device is not None:
         model = model.to(device)
     model.eval()
-    return Run(run_dir, checkpoint, info["step"], model, read_tokenizer(checkpoint), info)
+    tokenizer = read_tokenizer(checkpoint)
+    vocab = getattr(model.recipe, "vocab_size", None)
+    if tokenizer is not None and vocab is not None and tokenizer.vocab_size > vocab:
+        raise CheckpointError(
+            f"{checkpoint / TOKENIZER_FILE} has {tokenizer.vocab_size:,} tokens, more than the model's vocabulary "
+            f"({vocab:,}): it is not the tokenizer this model was trained with"
+        )
+    return Run(run_dir, checkpoint, info["step"], model, tokenizer, info)
 
 
 def _model_folder_run(folder: Any, device: str | torch.device | None) -> Run:
