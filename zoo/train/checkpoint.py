@@ -161,6 +161,43 @@ def _prune(root: Path, keep: int) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+LOCK_FILE = ".zoo-train.lock"
+"""``RUN_DIR/.zoo-train.lock``: held (``flock``) by the process that writes the run, for as long as it runs."""
+
+
+class RunLock:
+    """The writer's hold on a run directory: a second ``zoo train`` into it is refused while the first runs.
+
+    An advisory ``flock`` on ``RUN_DIR/.zoo-train.lock``: the operating system releases it when the process ends,
+    however it ends (a killed run leaves no stale lock). The file records the holder's pid for the message.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        import fcntl
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run_dir / LOCK_FILE
+        self.file = self.path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.file.seek(0)
+            holder = self.file.read().strip() or "another process"
+            self.file.close()
+            raise TrainError(
+                f"{run_dir} is being written by another zoo train (pid {holder}): wait for it to end, or train into "
+                "another --out"
+            ) from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(str(os.getpid()))
+        self.file.flush()
+
+    def release(self) -> None:
+        if not self.file.closed:
+            self.file.close()  # closing the descriptor drops the flock
+
+
 def clean_leftovers(run_dir: str | Path) -> list[str]:
     """Remove what killed processes left in a run directory; return the names removed (for the run's notice).
 

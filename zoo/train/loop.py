@@ -217,16 +217,22 @@ class Trainer(Checkpointing, Interruptible, Reporting):
             )
         self.resume_from = self._find_checkpoint(resume)
         self._claim_folder(force)
-        self._clean_leftovers()
-        if self.resume_from is None and self.saved_start:  # killed before its first checkpoint: start as it did
-            init_from = init_from or self.saved_start.get("init_from")
-            data = data or self.saved_start.get("data")
-        self.init_from = Path(init_from) if init_from is not None else None
-        if data is None:  # a resumed run reads what it was trained on unless told otherwise
-            data = ckpt.read_info(self.resume_from).get("data") if self.resume_from else self.config.data
-        self.data_path = Path(data) if data is not None else None
-        self._check_schedule()
-        self._build()
+        self.lock = ckpt.RunLock(self.run_dir) if self.env.is_main else None  # one writer per run
+        try:
+            self._clean_leftovers()
+            if self.resume_from is None and self.saved_start:  # killed before its first checkpoint: as it started
+                init_from = init_from or self.saved_start.get("init_from")
+                data = data or self.saved_start.get("data")
+            self.init_from = Path(init_from) if init_from is not None else None
+            if data is None:  # a resumed run reads what it was trained on unless told otherwise
+                data = ckpt.read_info(self.resume_from).get("data") if self.resume_from else self.config.data
+            self.data_path = Path(data) if data is not None else None
+            self._check_schedule()
+            self._build()
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
 
     # ------------------------------------------------------------------------------------------ setup
 
@@ -484,4 +490,6 @@ class Trainer(Checkpointing, Interruptible, Reporting):
     def close(self) -> None:
         if self.metrics is not None:
             self.metrics.close()
+        if getattr(self, "lock", None) is not None:
+            self.lock.release()
         dist.teardown(self.env)
