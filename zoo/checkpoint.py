@@ -147,12 +147,18 @@ def load(path: str | Path, *, device: str | torch.device | None = None) -> nn.Mo
         RecipeError: an invalid recipe. ``HFImportError``: a Hugging Face config zoo does not reproduce.
         CheckpointError: weights that are damaged, do not match their checksum or do not fit the recipe.
     """
-    from .locate import locate
+    from .locate import complete_checkpoint, locate
 
     folder = locate(path)
     if folder.kind == "hf":  # converted by the built-in plugin zoo.hf
         return load_hf_folder(folder.path, device=device)
-    return _load_zoo_folder(folder.path, device=device)
+    try:
+        return _load_zoo_folder(folder.path, device=device)
+    except (OSError, CheckpointError):
+        if folder.kind != "run" or complete_checkpoint(folder.path):
+            raise
+    # The trainer pruned the checkpoint while it was read (it keeps the newest few): read the newest once more.
+    return _load_zoo_folder(locate(path).path, device=device)
 
 
 def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> nn.Module:

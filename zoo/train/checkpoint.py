@@ -510,7 +510,6 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
         CheckpointError: a file of the checkpoint is damaged, does not match its checksum, or the weights do
             not fit the recipe. ``RecipeError``: its recipe is invalid.
     """
-    from zoo.builder import build
     from zoo.locate import NotAModelFolder, locate
 
     run_dir = Path(run_dir)
@@ -524,7 +523,20 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
         raise
     if folder.kind in ("model", "hf"):
         return _model_folder_run(folder, device)
-    checkpoint = folder.path
+    try:
+        return _checkpoint_run(run_dir, folder.path, device)
+    except (OSError, CheckpointError):
+        if folder.kind != "run" or complete_checkpoint(folder.path):
+            raise
+    # The trainer pruned the checkpoint while it was read (it keeps the newest few): read the newest once more.
+    return _checkpoint_run(run_dir, locate(run_dir).path, device)
+
+
+def _checkpoint_run(run_dir: Path, checkpoint: Path, device: str | torch.device | None) -> Run:
+    """The run at ``checkpoint``, read whole: a checkpoint that stops being complete while it is read (pruned by
+    the trainer) raises ``CheckpointError``, never a run without its tokenizer."""
+    from zoo.builder import build
+
     info = read_info(checkpoint)
     state = read_model_state(checkpoint)
     model = build(_verified(checkpoint, RECIPE_FILE, info))
@@ -535,6 +547,8 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
         model = model.to(device)
     model.eval()
     tokenizer = read_tokenizer(checkpoint)
+    if not complete_checkpoint(checkpoint):
+        raise CheckpointError(f"{checkpoint} was removed while it was read")
     vocab = getattr(model.recipe, "vocab_size", None)
     if tokenizer is not None and vocab is not None and tokenizer.vocab_size > vocab:
         raise CheckpointError(
