@@ -9,6 +9,7 @@ layer may use these.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -61,9 +62,28 @@ def atomic_write(path: Path, write: Any) -> None:
         write(Path(tmp))
         public_mode(Path(tmp))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        unnamed = isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, ZooError)
+        if unnamed or (isinstance(exc, Exception) and not isinstance(exc, OSError | ZooError)):
+            # torch.save and safetensors report a full disk as RuntimeError / SafetensorError, or an OSError
+            # without the file's name: one message that names it
+            raise WriteError(f"{path} could not be written: {_why_not_written(path, exc)}") from None
         raise
+
+
+class WriteError(ZooError, OSError):
+    """A file could not be written (a full disk, an I/O error); nothing of it is left behind."""
+
+
+def _why_not_written(path: Path, exc: BaseException) -> str:
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    full = "the disk is full; " if free is not None and free < 16 * 2**20 else ""
+    said = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+    return f"{full}{said}"
 
 
 class DestinationError(ZooError, ValueError):
@@ -85,9 +105,10 @@ def destination(
     reading: tuple[str | Path, ...] = (),
 ) -> Iterator[Path]:
     """The folder ``out`` to write ``what`` into, made safe: never one being read (``reading``), and never one
-    that holds something else unless ``force``, which replaces it whole: the old folder is moved aside, and is
-    deleted once the new one is written, or put back if the write fails. A folder that holds the same model
-    (``same(out)``) is written in place, file by file.
+    that holds something else unless ``force``. A folder that holds something (the same model, ``same(out)``, or
+    anything with ``force``) is replaced whole: moved aside, deleted once the new one is written, or put back if
+    the write fails; a new or empty folder that fails to be written is left as it was. What a killed writer left
+    (its folder moved aside, the temporary files of its writes) is undone first (``_recover``).
 
     Raises:
         DestinationError: ``out`` overlaps a folder being read, is a file, or holds something else without
@@ -99,10 +120,18 @@ def destination(
             raise DestinationError(f"{out}: that is the folder being read ({source}); write {what} to another folder")
     if out.exists() and not out.is_dir():
         raise DestinationError(f"{out} is a file: write {what} to a folder")
-    if not out.exists() or not any(out.iterdir()) or same(out):
-        yield out
+    _recover(out)
+    if not out.exists() or not any(out.iterdir()):
+        existed = out.exists()
+        try:
+            yield out
+        except BaseException:  # nothing half-written: the folder goes back to what it was (empty, or none)
+            shutil.rmtree(out, ignore_errors=True)
+            if existed:
+                out.mkdir(parents=True, exist_ok=True)
+            raise
         return
-    if not force:
+    if not force and not same(out):
         held = sorted(p.name for p in out.iterdir())
         listed = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
         other = "another model" if {"recipe.yaml", CONFIG_FILE} & set(held) else "other files"
@@ -110,7 +139,7 @@ def destination(
             f"{out} already holds {other} ({listed}): pass --force to replace it whole with {what}, or choose "
             "another folder"
         )
-    aside = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+    aside = out.with_name(f"{ASIDE_PREFIX.format(name=out.name)}{os.getpid()}")
     out.rename(aside)
     try:
         yield out
@@ -119,6 +148,35 @@ def destination(
         aside.rename(out)
         raise
     shutil.rmtree(aside, ignore_errors=True)
+
+
+ASIDE_PREFIX = ".{name}.replaced-"
+"""``.OUT.replaced-PID``: a folder being replaced, moved aside by process PID until the new one is written."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _recover(out: Path) -> None:
+    """Undo what a killed writer of ``out`` left: the folder it moved aside comes back in place of its partial
+    new one, and the temporary files of its unfinished atomic writes go."""
+    prefix = ASIDE_PREFIX.format(name=out.name)
+    for aside in out.parent.glob(f"{glob.escape(prefix)}*") if out.parent.is_dir() else []:
+        pid = aside.name.removeprefix(prefix)
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(out, ignore_errors=True)
+            aside.rename(out)
+    if out.is_dir():
+        for leftover in out.rglob(".*.tmp"):
+            if leftover.is_file() and not leftover.is_symlink():
+                leftover.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------- reading safely
