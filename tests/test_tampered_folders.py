@@ -87,27 +87,32 @@ ATTACKS: dict[str, tuple[str, str, Callable[[Path, str], None], str]] = {
     "hf-config-huge": ("hf", "config.json", huge, "zoo reads JSON files of at most 4,096 bytes"),
     "model-recipe-link": ("model", "recipe.yaml", link_out, "is a link to"),
     "model-weights-link": ("model", "model.safetensors", link_out, "is a link to"),
-    "model-carried-tokenizer-link": ("model", "hf/generation_config.json", link_out, "is a link to"),
     "run-tokenizer-link": ("run", "checkpoints/step-00000002/tokenizer.json", link_out, "is a link to"),
     "run-weights-link": ("run", "checkpoints/step-00000002/model.safetensors", link_out, "is a link to"),
     "run-info-twice": ("run", "checkpoints/step-00000002/run.json", twice, "appears twice"),
 }
+ATTACKS_ON_EXPORT = {
+    # what only an export reads: the files an import carried along
+    "model-carried-tokenizer-link": ("model", "hf/generation_config.json", link_out, "is a link to"),
+}
 
 READERS = {
     "hf": [("import", "{folder}", "--out", "{tmp}/imported"), ("export", "{folder}", "{tmp}/exported")],
-    "model": [("export", "{folder}", "{tmp}/exported")],
+    "model": [("export", "{folder}", "{tmp}/exported"), ("summary", "{folder}"), ("diff", "{folder}", "gpt-tiny")],
     "run": [("generate", "{folder}", "--prompt", "The ", "--new", "2"), ("export", "{folder}", "{tmp}/exported")],
 }
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("attack", sorted(ATTACKS) + sorted(ATTACKS_ON_EXPORT))
 def test_every_reader_refuses_a_tampered_folder_with_one_message(attack, originals, tmp_path, monkeypatch):
-    which, name, tamper, said = ATTACKS[attack]
+    which, name, tamper, said = {**ATTACKS, **ATTACKS_ON_EXPORT}[attack]
+    recipe_only = name.endswith("recipe.yaml")  # summary and diff read a folder's recipe, never its weights
+    readers = READERS[which] if recipe_only or which != "model" else READERS[which][:1]
     folder = tmp_path / which
     shutil.copytree(originals[which], folder, symlinks=True)
     monkeypatch.setattr("zoo.files.MAX_JSON_BYTES", 4096)
     tamper(folder, name)
-    for reader in READERS[which]:
+    for reader in readers:
         args = [a.format(folder=folder, tmp=tmp_path) for a in reader]
         result = cli(*args)
         assert result.exit_code == 2, (attack, args, result.output, result.exception)

@@ -76,11 +76,14 @@ def _is_dir(path: Path) -> bool:
 
 def _folder_recipe(folder: Path) -> tuple[Path | None, dict[str, Any]]:
     """The recipe of a model, checkpoint, run or Hugging Face folder (``zoo.locate``): its file and data."""
+    from zoo.errors import RecipeError
     from zoo.locate import locate
+    from zoo.paths import folder_file
 
     found = locate(folder)
     if found.recipe_file is None:  # a Hugging Face folder: the built-in plugin zoo.hf reads its config
         return None, hf_folder_recipe(found.path)
+    folder_file(found.path, found.recipe_file.name, error=RecipeError)  # a file of the folder, not a link out
     return found.recipe_file, read_recipe_file(found.recipe_file)
 
 
