@@ -415,3 +415,12 @@ def test_the_guides_minimal_plugin_installs_and_builds(tmp_path):
     ran = subprocess.run(tests, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert re.search(r"^\d+ passed", ran.stdout.splitlines()[-1]), ran.stdout[-500:]
+
+
+def test_a_slow_plugin_import_is_named_with_its_time(installed, monkeypatch):
+    monkeypatch.setattr(plugins, "SLOW_IMPORT_S", -1.0)  # every import counts as slow here
+    installed(("zoo-good", GOOD))
+    messages = load()
+    slow = [m for m in messages if m.startswith("plugin 'zoo-good' took ")]
+    assert slow and slow[0].endswith(" s to import, which every zoo command waits for")
+    assert info("zoo-good").status == "ok"

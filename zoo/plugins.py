@@ -17,6 +17,7 @@ import importlib
 import importlib.metadata
 import os
 import re
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -354,6 +355,10 @@ def _register_one(registry: Registry, info: PluginInfo, plugin: Any) -> None:
     info.registered = attempted
 
 
+SLOW_IMPORT_S = 5.0
+"""A plugin whose import takes longer is named, with its time (it slows every command, ``--help`` included)."""
+
+
 def load_plugins() -> Registry:
     """Load built-ins and installed plugins once; later calls return the same registry."""
     global _registry
@@ -379,6 +384,7 @@ def load_plugins() -> Registry:
                 info.disabled = True
                 _plugins.setdefault(ep.name, info)
                 continue
+            started = time.perf_counter()
             try:
                 plugin = ep.load()
             except BaseException as exc:  # noqa: BLE001 - any import failure is the plugin's, not ours
@@ -386,6 +392,9 @@ def load_plugins() -> Registry:
                 _plugins.setdefault(ep.name, info)
                 _fail(info, _exception(exc), exc)
                 continue
+            if (took := time.perf_counter() - started) > SLOW_IMPORT_S:
+                message = f"plugin '{ep.name}' took {took:.1f} s to import, which every zoo command waits for"
+                warnings.warn_explicit(message, PluginWarning, filename="zoo", lineno=0, module="zoo.plugins")
             _register_one(registry, info, plugin)
     except BaseException:
         _registry = None  # strict mode (or a broken built-in): the next call starts over

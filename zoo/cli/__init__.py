@@ -89,6 +89,33 @@ def render_warning(message: Warning | str, category: type[Warning], *args: Any, 
 _python_showwarning = warnings.showwarning
 
 
+def plugin_culprit(exc: BaseException) -> str | None:
+    """Which installed plugin's code raised ``exc``: ``plugin 'zoo-x' (component attention 'y', z/file.py:12 in
+    forward)`` from the innermost frame of a plugin's package, or None when no plugin's code is on the stack."""
+    from zoo.plugins import get_registry, plugins
+
+    builtin = {p.name for p in plugins() if p.builtin}
+    owners: dict[str, list[Any]] = {}
+    for component in get_registry():
+        if component.plugin not in builtin:
+            owners.setdefault(component.factory.__module__.split(".")[0], []).append(component)
+    frames = traceback.extract_tb(exc.__traceback__)
+    tb = exc.__traceback__
+    modules = []
+    while tb is not None:
+        modules.append(tb.tb_frame.f_globals.get("__name__", ""))
+        tb = tb.tb_next
+    for frame, module in reversed(list(zip(frames, modules, strict=True))):
+        found = owners.get(module.split(".")[0])
+        if found:
+            names = sorted({f"{c.kind} '{c.name}'" for c in found if c.factory.__module__ == module})
+            what = f"component {', '.join(names)}, " if names else ""
+            return (
+                f"plugin '{found[0].plugin}' ({what}{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name})"
+            )
+    return None
+
+
 class ZooGroup(TyperGroup):
     """The command group that turns zoo's errors into one rendered message and exit status 2, and prints zoo's
     warnings as one line each."""
@@ -107,6 +134,21 @@ class ZooGroup(TyperGroup):
                 return super().invoke(ctx)
         except RENDERED as exc:
             render_error(exc, debug=bool(ctx.params.get("debug")))
+            raise typer.Exit(EXIT_ERROR) from None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's code failing at run time is named
+            if type(exc).__module__.startswith(("click", "typer")):  # the command's own exits
+                raise
+            where = plugin_culprit(exc)
+            if where is None:
+                raise
+            resume = (
+                " (a run keeps its last complete checkpoint: --resume continues it)"
+                if ctx.invoked_subcommand == "train"
+                else ""
+            )
+            failed = ZooError(f"{where} failed: {type(exc).__name__}: {exc}{resume}")
+            failed.__traceback__ = exc.__traceback__
+            render_error(failed, debug=bool(ctx.params.get("debug")))
             raise typer.Exit(EXIT_ERROR) from None
 
 
