@@ -97,7 +97,7 @@ def plugin_culprit(exc: BaseException) -> str | None:
     builtin = {p.name for p in plugins() if p.builtin}
     owners: dict[str, list[Any]] = {}
     for component in get_registry():
-        if component.plugin not in builtin:
+        if component.plugin not in builtin and not component.factory.__module__.startswith("zoo."):
             owners.setdefault(component.factory.__module__.split(".")[0], []).append(component)
     frames = traceback.extract_tb(exc.__traceback__)
     tb = exc.__traceback__

@@ -42,10 +42,11 @@ from zoo.checkpoint import (
     dump_recipe,
     tied_aliases,  # noqa: F401 - part of this module's interface (the loop calls ckpt.tied_aliases)
 )
-from zoo.errors import CheckpointError, TrainError
+from zoo.errors import CheckpointError, TrainError, ZooError
 from zoo.files import (
     RECIPE_FILE,
     WEIGHTS_FILE,
+    WriteError,
     atomic_write,
     folder_file,
     public_mode,
@@ -130,8 +131,13 @@ def write_checkpoint(
         else:
             os.replace(tmp, final)
         _fsync(root)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception) and not isinstance(exc, ZooError):  # torch.save on a full disk: RuntimeError
+            raise WriteError(
+                f"{final} could not be written ({type(exc).__name__}: {exc}); the disk may be full. The run keeps "
+                "its last complete checkpoint: free space, then zoo train --resume"
+            ) from None
         raise
     atomic_write(root / LATEST, lambda path: path.write_text(final.name, encoding="utf-8"))
     _prune(root, keep)
