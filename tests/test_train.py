@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 import zoo
 from zoo.errors import RecipeError, TrainError
+from zoo.files import WriteError
 from zoo.train import checkpoint as ckpt
 from zoo.train import load_run, read_metrics, train
 from zoo.train.data import seven_segment_digits
@@ -248,7 +249,7 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch)
         raise Crash  # the process dies half-way through writing step 3
 
     monkeypatch.setattr(torch, "save", dying_save)
-    with pytest.raises(Crash):
+    with pytest.raises(WriteError, match=r"step-00000003 could not be written \(Crash"):  # one message, named
         train("gpt-tiny", out=run, resume=True, allow_changes=True, **fast(3, **{"train.checkpoint_interval": 1}))
     monkeypatch.undo()
     assert ckpt.latest_checkpoint(run).name == "step-00000002"
