@@ -10,7 +10,7 @@ import pytest
 
 from zoo.errors import HFImportError
 from zoo.hf import FAMILIES, hf_recipe
-from zoo.hf.checks import EITHER, POSITIVE, RANGES
+from zoo.hf.checks import EITHER, OBJECTS, POSITIVE, RANGES
 
 
 def first_cases():
@@ -42,6 +42,8 @@ def wrong_values(key, default):
         out += [RANGES[key][0] - 1, 1e30, 10**30, 2.5, "32"]
     if key in POSITIVE:
         out += [0, -1.0, float("nan"), "abc"]
+    if key in OBJECTS:
+        out += [[1, 2], "linear", 5]
     return out
 
 
@@ -49,9 +51,9 @@ def wrong_values(key, default):
 def test_every_mistyped_key_is_refused_by_name(case, tmp_path):
     family = FAMILIES[case["family"]]
     base = {**case["config"], "model_type": family.model_type}
-    keys = [
-        k for k, v in family.defaults.items() if (v is not None or k in RANGES or k in POSITIVE) and k not in EITHER
-    ]
+    known = [*family.defaults, *(k for k in OBJECTS if k not in family.defaults)]
+    typed = [k for k in known if family.defaults.get(k) is not None or k in RANGES or k in POSITIVE or k in OBJECTS]
+    keys = [k for k in typed if k not in EITHER]
     tried = 0
     for key in keys:
         for value in wrong_values(key, family.defaults.get(key)):
@@ -77,6 +79,8 @@ def test_top_level_types_are_refused_by_name(tmp_path):
         ({"model_type": "gpt2", "n_embd": "32"}, "n_embd='32' must be an integer"),
         ({"model_type": "qwen2_moe", "num_hidden_layers": 1e30}, "num_hidden_layers=1e+30 must be an integer"),
         ({"model_type": "gpt_neox", "num_attention_heads": 0}, "num_attention_heads=0 is out of range"),
+        ({"model_type": "llama", "rope_scaling": [1, 2]}, "rope_scaling=[1, 2] must be an object"),
+        ({"model_type": "bert", "num_labels": "x"}, "num_labels='x' must be an integer"),
     ):
         (tmp_path / "config.json").write_text(json.dumps(config))
         with pytest.raises(HFImportError, match=said.replace("[", r"\[").replace("]", r"\]").replace("+", r"\+")):

@@ -47,8 +47,12 @@ RANGES: dict[str, tuple[int, int]] = {
     "vocab_size": (1, MAX_VOCAB),
     "max_position_embeddings": (1, MAX_POSITIONS),
     "n_positions": (1, MAX_POSITIONS),
+    "num_labels": (1, MAX_VOCAB),
 }
 """Sizes and counts: integers in ``[low, high]`` (zoo's recipe limits), wherever a config gives them."""
+
+OBJECTS = ("rope_scaling", "rope_parameters", "attn_config", "ffn_config", "id2label", "label2id")
+"""Keys that hold a JSON object when given (their default is None, so no default says their type)."""
 
 EITHER = ("sliding_window_pattern",)
 """Keys whose type differs by family and checkpoint (EXAONE 4's 'LLLG' where Gemma 3's is 6): each family's
@@ -88,6 +92,9 @@ def config_problems(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> li
         if value is None:
             continue
         default = defaults.get(key)
+        if key in OBJECTS and not isinstance(value, Mapping):
+            problems.append(f"{key}={value!r} must be an object (a mapping of names to values), not {_kind(value)}")
+            continue
         if default is not None and key not in EITHER and not _fits(value, default):
             problems.append(f"{key}={value!r} must be {_kind(default)}, like its default {default!r}")
             continue

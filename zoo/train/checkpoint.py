@@ -112,8 +112,9 @@ def write_checkpoint(
         weights = {k: v.detach().contiguous() for k, v in model_state.items() if k not in aliases}
         save_file(weights, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", "step": str(step)})
         (tmp / RECIPE_FILE).write_text(dump_recipe(recipe.to_dict()), encoding="utf-8")
-        torch.save(optimizer_state, tmp / OPTIMIZER_FILE)
-        torch.save(trainer_state, tmp / TRAINER_FILE)
+        for name, state in ((OPTIMIZER_FILE, optimizer_state), (TRAINER_FILE, trainer_state)):
+            with (tmp / name).open("wb") as f:  # closed even when torch.save fails (it keeps a path's file open)
+                torch.save(state, f)
         if tokenizer is not None:
             (tmp / TOKENIZER_FILE).write_text(json.dumps(tokenizer.to_json()), encoding="utf-8")
         sums = {f.name: sha256_file(f) for f in sorted(tmp.iterdir())}

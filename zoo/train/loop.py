@@ -488,8 +488,10 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         return TrainResult(self.run_dir, step, last_loss, eval_metrics, seconds, self.last_checkpoint, self.model)
 
     def close(self) -> None:
-        if self.metrics is not None:
-            self.metrics.close()
-        if getattr(self, "lock", None) is not None:
-            self.lock.release()
-        dist.teardown(self.env)
+        try:
+            if self.metrics is not None:
+                self.metrics.close()
+        finally:  # the run's hold and the process group end even if the last metrics cannot be written
+            if getattr(self, "lock", None) is not None:
+                self.lock.release()
+            dist.teardown(self.env)
