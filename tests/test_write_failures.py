@@ -67,3 +67,49 @@ def test_what_a_killed_replacement_left_is_undone_by_the_next_write(tmp_path):
     assert cli("build", "gpt-tiny", "-o", out).exit_code == 0  # the same model: recovered, then written again
     assert zoo.load_recipe(out).name == "gpt-tiny" and zoo.load(out) is not None
     assert not list(tmp_path.glob(".m.replaced-*")) and leftovers(tmp_path) == []
+
+
+KILLABLE = """
+import sys, time
+import zoo.hf.io as io
+real = io.save_file
+
+def stalled(tensors, filename, metadata=None):
+    real(tensors, filename, metadata=metadata)
+    print("written", flush=True)
+    time.sleep(120)  # killed here: the weights written to their temporary file, nothing renamed yet
+
+io.save_file = stalled
+from zoo.cli import main
+sys.argv = ["zoo", *sys.argv[1:]]
+main()
+"""
+
+
+def killed_export(script: Path, *args) -> None:
+    proc = subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "written"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_export_killed_mid_write_is_cleaned_up_by_the_next(tmp_path):
+    pytest.importorskip("transformers")
+    script = tmp_path / "killable.py"
+    script.write_text(KILLABLE)
+    assert cli("build", "llama-tiny", "-o", tmp_path / "m").exit_code == 0
+    killed_export(script, "export", tmp_path / "m", tmp_path / "hf")
+    assert leftovers(tmp_path / "hf")  # what the kill left: a hidden temporary file
+    assert cli("export", tmp_path / "m", tmp_path / "hf").exit_code == 0
+    assert leftovers(tmp_path) == [] and (tmp_path / "hf" / "config.json").is_file()
+
+    assert cli("build", "gpt-tiny", "-o", tmp_path / "other").exit_code == 0
+    assert cli("export", tmp_path / "other", tmp_path / "gpt").exit_code == 0
+    before = (tmp_path / "gpt" / "config.json").read_text()
+    killed_export(script, "export", tmp_path / "m", tmp_path / "gpt", "--force")  # killed while replacing
+    assert list(tmp_path.glob(".gpt.replaced-*"))
+    refused = cli("export", tmp_path / "m", tmp_path / "gpt")  # the old export is back, so: another model
+    assert refused.exit_code == 2 and "already holds another model" in refused.stderr
+    assert (tmp_path / "gpt" / "config.json").read_text() == before and not list(tmp_path.glob(".gpt.replaced-*"))
