@@ -96,18 +96,36 @@ ATTACKS_ON_EXPORT = {
     "model-carried-tokenizer-link": ("model", "hf/generation_config.json", link_out, "is a link to"),
 }
 
-READERS = {
-    "hf": [("import", "{folder}", "--out", "{tmp}/imported"), ("export", "{folder}", "{tmp}/exported")],
-    "model": [("export", "{folder}", "{tmp}/exported"), ("summary", "{folder}"), ("diff", "{folder}", "gpt-tiny")],
-    "run": [("generate", "{folder}", "--prompt", "The ", "--new", "2"), ("export", "{folder}", "{tmp}/exported")],
+WEIGHT_READERS = {
+    "hf": [
+        ("import", "{folder}", "--out", "{tmp}/imported"),
+        ("export", "{folder}", "{tmp}/exported"),
+        ("generate", "{folder}", "--prompt", "The ", "--new", "2"),
+    ],
+    "model": [
+        ("export", "{folder}", "{tmp}/exported"),
+        ("eval", "{folder}", "--data", "{tmp}/text.txt"),
+        ("train", "llama-tiny", "--init-from", "{folder}", "--out", "{tmp}/tuned", "--no-summary"),
+    ],
+    "run": [
+        ("generate", "{folder}", "--prompt", "The ", "--new", "2"),
+        ("export", "{folder}", "{tmp}/exported"),
+        ("eval", "{folder}", "--data", "{tmp}/text.txt"),
+        ("train", "gpt-tiny", "--init-from", "{folder}", "--out", "{tmp}/tuned", "--no-summary"),
+    ],
 }
+RECIPE_READERS = [("summary", "{folder}"), ("diff", "{folder}", "gpt-tiny"), ("plan", "{folder}", "--gpu", "cpu")]
+"""What reads a folder's recipe (or config.json) only, never its weights."""
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS) + sorted(ATTACKS_ON_EXPORT))
 def test_every_reader_refuses_a_tampered_folder_with_one_message(attack, originals, tmp_path, monkeypatch):
     which, name, tamper, said = {**ATTACKS, **ATTACKS_ON_EXPORT}[attack]
-    recipe_only = name.endswith("recipe.yaml")  # summary and diff read a folder's recipe, never its weights
-    readers = READERS[which] if recipe_only or which != "model" else READERS[which][:1]
+    describes = name in ("recipe.yaml", "config.json")  # what every reader reads
+    readers = WEIGHT_READERS[which] + (RECIPE_READERS if describes else [])
+    if name.endswith("generation_config.json"):  # carried along by import and export; a model never reads it
+        readers = [r for r in WEIGHT_READERS[which] if r[0] in ("import", "export")]
+    (tmp_path / "text.txt").write_text("The cat sat on the mat. " * 20)
     folder = tmp_path / which
     shutil.copytree(originals[which], folder, symlinks=True)
     monkeypatch.setattr("zoo.files.MAX_JSON_BYTES", 4096)
