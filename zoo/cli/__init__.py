@@ -97,8 +97,9 @@ def plugin_culprit(exc: BaseException) -> str | None:
     builtin = {p.name for p in plugins() if p.builtin}
     owners: dict[str, list[Any]] = {}
     for component in get_registry():
-        if component.plugin not in builtin and not component.factory.__module__.startswith("zoo."):
-            owners.setdefault(component.factory.__module__.split(".")[0], []).append(component)
+        module = getattr(component.factory, "__module__", None) or "zoo."
+        if component.plugin not in builtin and not module.startswith(("zoo.", "functools")):
+            owners.setdefault(module.split(".")[0], []).append(component)
     frames = traceback.extract_tb(exc.__traceback__)
     tb = exc.__traceback__
     modules = []
@@ -108,7 +109,7 @@ def plugin_culprit(exc: BaseException) -> str | None:
     for frame, module in reversed(list(zip(frames, modules, strict=True))):
         found = owners.get(module.split(".")[0])
         if found:
-            names = sorted({f"{c.kind} '{c.name}'" for c in found if c.factory.__module__ == module})
+            names = sorted({f"{c.kind} '{c.name}'" for c in found if getattr(c.factory, "__module__", None) == module})
             what = f"component {', '.join(names)}, " if names else ""
             return (
                 f"plugin '{found[0].plugin}' ({what}{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name})"
