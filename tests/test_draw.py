@@ -190,7 +190,8 @@ def test_alternating_kinds_are_drawn_as_their_repeating_unit(tmp_path):
 
 def test_plugin_components_show_their_name_options_and_plugin(tmp_path):
     retnet = drawn(tmp_path, "retnet-tiny")
-    assert {"Causal self-attention · retention", "value_factor=2", "plugin: zoo-retnet"} <= set(retnet)
+    assert {"Multi-scale retention · retention", "4 heads, q/k 16, values 32", "plugin: zoo-retnet"} <= set(retnet)
+    assert "decays 0.9688 to 0.9961" in retnet  # 1 - 2^(-5-h) for its 4 heads
     mistral = drawn(tmp_path, "mistral-tiny")
     assert "Causal self-attention · sliding_window" in mistral
     assert any("window=16" in t for t in mistral) and "plugin: zoo-sliding-window" in mistral

@@ -33,6 +33,9 @@ def head_widths(recipe: Any, attention: Any) -> list[str]:
     if attention.type == "mla":
         a = attention
         return [f"{a.num_heads} heads", f"qk {a.qk_nope_head_dim} + {a.qk_rope_head_dim} rotated, v {a.v_head_dim}"]
+    if attention.type == "retention":  # queries and keys one width, values and gate value_factor times it
+        width = attention.head_dim or recipe.d_model // attention.num_heads
+        return [f"{attention.num_heads} heads", f"q/k {width}", f"values {width * attention.value_factor}"]
     heads = getattr(attention, "num_heads", None)
     if not isinstance(heads, int):
         return []

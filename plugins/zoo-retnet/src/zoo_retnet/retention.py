@@ -261,5 +261,10 @@ class RetentionConfig(ComponentConfig):
         )
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
-        """Its heads, each with its own decay, and its head width."""
-        return attention_label(self, ctx, note=note, heads=self.num_heads)
+        """Retention, not softmax attention: its heads, each with its own decay (the range shown), its widths."""
+        box = attention_label(self, ctx, note=note, heads=self.num_heads, skip={"type", "num_heads", "value_factor"})
+        decays = retention_decays(self.num_heads)
+        width = self.head_dim_for(ctx.d_model)
+        lines = [f"{self.num_heads} heads, q/k {width}, values {width * self.value_factor}"]
+        lines.append(f"decays {decays[0]:.4g} to {decays[-1]:.4g}")
+        return Label("attention", f"Multi-scale retention · {self.type}", lines + box.lines[1:])
