@@ -249,7 +249,7 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch)
         raise Crash  # the process dies half-way through writing step 3
 
     monkeypatch.setattr(torch, "save", dying_save)
-    with pytest.raises(WriteError, match=r"step-00000003 could not be written \(Crash"):  # one message, named
+    with pytest.raises(WriteError, match=r"step-00000003 could not be written: Crash"):  # one message, named
         train("gpt-tiny", out=run, resume=True, allow_changes=True, **fast(3, **{"train.checkpoint_interval": 1}))
     monkeypatch.undo()
     assert ckpt.latest_checkpoint(run).name == "step-00000002"

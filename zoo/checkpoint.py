@@ -12,6 +12,7 @@ load.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -147,18 +148,12 @@ def load(path: str | Path, *, device: str | torch.device | None = None) -> nn.Mo
         RecipeError: an invalid recipe. ``HFImportError``: a Hugging Face config zoo does not reproduce.
         CheckpointError: weights that are damaged, do not match their checksum or do not fit the recipe.
     """
-    from .locate import complete_checkpoint, locate
+    from .locate import locate, read_newest
 
     folder = locate(path)
     if folder.kind == "hf":  # converted by the built-in plugin zoo.hf
         return load_hf_folder(folder.path, device=device)
-    try:
-        return _load_zoo_folder(folder.path, device=device)
-    except (OSError, CheckpointError):
-        if folder.kind != "run" or complete_checkpoint(folder.path):
-            raise
-    # The trainer pruned the checkpoint while it was read (it keeps the newest few): read the newest once more.
-    return _load_zoo_folder(locate(path).path, device=device)
+    return read_newest(folder, lambda directory: _load_zoo_folder(directory, device=device))
 
 
 def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> nn.Module:
@@ -166,7 +161,7 @@ def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> n
 
     recipe_path, weights = folder_file(directory, RECIPE_FILE), directory / WEIGHTS_FILE
     header = None
-    if weights.exists() or weights.is_symlink():
+    if os.path.lexists(weights):
         folder_file(directory, WEIGHTS_FILE)
         header = safetensors_header(weights)
         verify_recorded(directory, WEIGHTS_FILE)

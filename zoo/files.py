@@ -68,7 +68,7 @@ def atomic_write(path: Path, write: Any) -> None:
         if unnamed or (isinstance(exc, Exception) and not isinstance(exc, OSError | ZooError)):
             # torch.save and safetensors report a full disk as RuntimeError / SafetensorError, or an OSError
             # without the file's name: one message that names it
-            raise WriteError(f"{path} could not be written: {_why_not_written(path, exc)}") from None
+            raise WriteError(f"{path} could not be written: {why_not_written(path, exc)}") from None
         raise
 
 
@@ -76,7 +76,8 @@ class WriteError(ZooError, OSError):
     """A file could not be written (a full disk, an I/O error); nothing of it is left behind."""
 
 
-def _why_not_written(path: Path, exc: BaseException) -> str:
+def why_not_written(path: Path, exc: BaseException) -> str:
+    """Why writing ``path`` failed: the disk is full (when it is), and what the writer raised."""
     try:
         free = shutil.disk_usage(path.parent).free
     except OSError:
@@ -156,11 +157,11 @@ ASIDE_PREFIX = ".{name}.replaced-"
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # signal 0: only whether it exists
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # it exists, as another user's
+        pass
     return True
 
 
@@ -185,6 +186,11 @@ BUILT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 """The floating-point dtypes a model's weights may be stored in (``zoo.dtypes.DTYPE_CHOICES``)."""
 
 
+def nonfinite_tensors(state: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the floating-point tensors of ``state`` that hold a NaN or an infinity."""
+    return [n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+
+
 def check_weights(state: dict[str, torch.Tensor], where: str, error: type[ZooError] = CheckpointError) -> None:
     """Refuse weights zoo cannot build exactly: a floating-point dtype it does not build in (fp8 and other
     quantized formats), and NaN or infinite values (a diverged or damaged checkpoint), naming the first."""
@@ -195,7 +201,7 @@ def check_weights(state: dict[str, torch.Tensor], where: str, error: type[ZooErr
             f"{where}: {len(odd)} weights are {str(dtype).removeprefix('torch.')} (e.g. {name}); zoo builds "
             "float32, bfloat16, float16 and float64 models: dequantize the checkpoint first"
         )
-    bad = [n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    bad = nonfinite_tensors(state)
     if bad:
         raise error(f"{where}: {len(bad)} weights hold NaN or infinite values (e.g. {bad[0]}): refused")
 
@@ -267,7 +273,7 @@ def recorded_checksums(directory: Path) -> tuple[dict[str, str], Path | None]:
     """``({file name: sha256}, the file recording them)`` of a folder; ``({}, None)`` when none is recorded."""
     for name in CHECKSUM_RECORDS:
         record = Path(directory) / name
-        if record.exists() or record.is_symlink():
+        if os.path.lexists(record):
             sums = read_json(record, folder=directory).get("sha256")
             if isinstance(sums, dict):
                 return {str(k): str(v) for k, v in sums.items()}, record

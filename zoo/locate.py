@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import ZooError
 
-__all__ = ["MODEL_KINDS", "ModelFolder", "NotAModelFolder", "locate"]
+__all__ = ["MODEL_KINDS", "ModelFolder", "NotAModelFolder", "locate", "read_newest"]
+
+T = TypeVar("T")
 
 MODEL_KINDS = ("model", "checkpoint", "run", "hf")
 
@@ -134,3 +138,14 @@ def locate(path: str | Path) -> ModelFolder:
     if config.is_file() and _is_hf_config(config):
         return ModelFolder("hf", given, given)
     raise NotAModelFolder(f"{given} holds no model: expected {FOLDER_KINDS_HELP}")
+
+
+def read_newest(folder: ModelFolder, read: Callable[[Path], T]) -> T:
+    """``read(folder.path)``; when ``folder`` is a run whose checkpoint the trainer pruned while it was read (it
+    keeps the newest few), ``read`` once more at the run's newest complete checkpoint."""
+    try:
+        return read(folder.path)
+    except (OSError, ZooError):
+        if folder.kind != "run" or complete_checkpoint(folder.path):
+            raise
+    return read(locate(folder.given).path)

@@ -192,20 +192,24 @@ def layer_patterns(recipe: Any) -> dict[str, str]:
             {f"{k}.{p}" for layer in layers[1:] for k in LAYER_FIELDS for p in pairs(layers[0][k], layer[k])}
         )
         for key in varying:
-            out[f"{stack}: {key}" if len(stacks) > 1 else key] = pattern(_values(layers, key))
+            kind, _, path = key.partition(".")
+            out[f"{stack}: {key}" if len(stacks) > 1 else key] = pattern(
+                [_side(value_at(layer[kind], path)) for layer in layers]
+            )
     return out
 
 
-def _values(layers: list[dict[str, Any]], key: str) -> list[str]:
-    kind, _, path = key.partition(".")
-    return [_side(value_at(layer[kind], path)) for layer in layers]
-
-
-def _uniform(recipe: Any, key: str) -> str:
-    """The per-layer values of ``recipe`` at ``key`` (where the other side's layers differ there)."""
+def _at_layers(recipe: Any, key: str) -> list[Any]:
+    """The value at ``key`` (``kind.path``, ``stack: kind.path`` in an encoder-decoder) in each layer of its stack."""
     stack, _, path = key.rpartition(": ")
-    layers = _layers(recipe, stack or _stacks(recipe)[-1])
-    return pattern(_values(layers, path)) if layers else "no layers"
+    kind, _, rest = path.partition(".")
+    return [value_at(layer[kind], rest) for layer in _layers(recipe, stack or _stacks(recipe)[-1])]
+
+
+def _pattern_at(recipe: Any, key: str) -> str:
+    """``recipe``'s layers at ``key`` as a pattern (where the other side's layers differ there)."""
+    values = _at_layers(recipe, key)
+    return pattern([_side(v) for v in values]) if values else "no layers"
 
 
 def recipe_differences(a: Any, b: Any) -> list[Difference]:
@@ -219,9 +223,10 @@ def recipe_differences(a: Any, b: Any) -> list[Difference]:
     out.sort(key=lambda d: (_order(d.section), d.field))
     pa, pb = layer_patterns(a), layer_patterns(b)
     for key in sorted(set(pa) | set(pb)):
-        sa, sb = pa.get(key) or _uniform(a, key), pb.get(key) or _uniform(b, key)
+        sa, sb = pa.get(key) or _pattern_at(a, key), pb.get(key) or _pattern_at(b, key)
         if sa != sb:
-            out.append(Difference("layers", key, sa, sb, _per_layer(a, key), _per_layer(b, key)))
+            raw = ([_raw(v) for v in _at_layers(r, key)] for r in (a, b))
+            out.append(Difference("layers", key, sa, sb, *raw))
     return out
 
 
@@ -232,12 +237,6 @@ def _raw(value: Any) -> Any:
     if value is _ABSENT:
         return None
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-
-
-def _per_layer(recipe: Any, key: str) -> list[Any]:
-    stack, _, path = key.rpartition(": ")
-    kind, _, rest = path.partition(".")
-    return [_raw(value_at(layer[kind], rest)) for layer in _layers(recipe, stack or _stacks(recipe)[-1])]
 
 
 _ABSENT = object()

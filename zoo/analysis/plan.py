@@ -229,13 +229,10 @@ def plan(
     vision = r.architecture == "vit"
     if seq_len is not None and seq_len < 1:
         raise PlanError(f"--seq must be at least 1 (got {seq_len}): the tokens per sequence")
-    seq, why = default_seq_len(r)
-    notes: list[str] = []
-    if seq_len is None or vision:
-        if not (vision and seq_len in (None, seq)):
-            notes.append(f"{seq:,} tokens per sequence: {why}")
-    else:
-        seq = seq_len
+    default, why = default_seq_len(r)
+    seq = default if vision or seq_len is None else seq_len  # a vision model sees its patches, whatever --seq says
+    said = seq_len != seq and not (vision and seq_len is None)  # assumed, or --seq overruled
+    notes: list[str] = [f"{seq:,} tokens per sequence: {why}"] if said else []
     longest = seq + 1 if r.architecture == "encoder-decoder" else seq
     if not vision and positions_fit(r, longest) is not None:
         raise PlanError(

@@ -197,7 +197,9 @@ def recompute_length(model: nn.Module) -> int | None:
     return min(lengths) + 1 if lengths else None
 
 
-def _check_length(model: nn.Module, needed: int, what: str) -> None:
+def _check_length(model: nn.Module, needed: int, what: str, *, context: bool = True) -> None:
+    """``needed`` positions fit the model's position table, and (``context``: a prompt or source, read at once)
+    its ``max_len`` too where it has no table (RoPE)."""
     recipe = getattr(model, "recipe", None)
     if recipe is not None and positions_fit(recipe, needed) is not None:
         raise TrainError(
@@ -205,7 +207,7 @@ def _check_length(model: nn.Module, needed: int, what: str) -> None:
             f"(max_len {recipe.max_len}): shorten it"
         )
     longest = (recipe.max_len if recipe is not None else None) or MAX_POSITIONS
-    if what != "max_new_tokens" and needed > longest:  # no table (RoPE): max_len is the context it was built for
+    if context and needed > longest:  # no table (RoPE): max_len is the context it was built for
         raise TrainError(
             f"{what} needs {needed:,} positions, beyond the {longest:,} the model attends to (max_len): shorten "
             "it, or raise max_len (--set max_len=N) for a model trained on longer sequences"
@@ -349,7 +351,7 @@ def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, devic
     src, src_mask = _right_pad(sources, pad, device)  # (N, S)
     n = src.shape[0]
     _check_length(model, src.shape[1], "the source")
-    _check_length(model, max_new_tokens + 1, "max_new_tokens")
+    _check_length(model, max_new_tokens + 1, "max_new_tokens", context=False)
     src_mask = None if bool(src_mask.all()) else src_mask
     encoded = model.encode(src, src_mask)  # (N, S, E), once
     start = torch.full((n, 1), model.decoder_start_token_id, dtype=torch.long, device=device)

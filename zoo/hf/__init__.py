@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from zoo.errors import HFExportError, HFImportError
-from zoo.files import CONFIG_FILE, check_weights, destination
+from zoo.files import CONFIG_FILE, check_weights, destination, read_json
 from zoo.hookspecs import hookimpl
 from zoo.plugins import hf_families
 
@@ -340,8 +340,8 @@ def _same_config(config: dict[str, Any]) -> Callable[[Path], bool]:
 
     def same(folder: Path) -> bool:
         try:
-            held = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            held = read_json(folder / CONFIG_FILE, error=HFExportError, folder=folder)
+        except (OSError, HFExportError):
             return False
         return held == json.loads(json.dumps(config))
 

@@ -8,6 +8,7 @@ safetensors (``model.safetensors.index.json``), ``pytorch_model.bin`` or sharded
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
     if not directory.is_dir():
         raise HFImportError(f"{directory} is not a directory (expected a Hugging Face checkpoint folder)")
-    if not path.exists() and not path.is_symlink():
+    if not os.path.lexists(path):
         raise HFImportError(f"no {CONFIG_FILE} in {directory}: not a Hugging Face checkpoint folder")
     return read_json(path, error=HFImportError, folder=directory)
 
@@ -39,9 +40,9 @@ def weight_files(directory: str | Path) -> list[Path]:
     """The weight files of a checkpoint folder, safetensors preferred over pickled ``.bin``."""
     directory = Path(directory)
     for single, index in ((SAFETENSORS_FILE, SAFETENSORS_INDEX), (BIN_FILE, BIN_INDEX)):
-        if (directory / single).exists() or (directory / single).is_symlink():
+        if os.path.lexists(directory / single):  # a link out of the folder is found, then refused
             return [folder_file(directory, single, error=HFImportError)]
-        if (directory / index).exists() or (directory / index).is_symlink():
+        if os.path.lexists(directory / index):
             return _shards(directory, folder_file(directory, index, error=HFImportError))
     raise HFImportError(
         f"no weights in {directory}: expected {SAFETENSORS_FILE}, {SAFETENSORS_INDEX}, {BIN_FILE} or {BIN_INDEX}"
@@ -57,7 +58,7 @@ def _shards(directory: Path, index: Path) -> list[Path]:
     for name in names:
         if Path(name).is_absolute() or ".." in Path(name).parts or not Path(name).parts:
             raise HFImportError(f"{index} lists the shard {name!r}, which is outside {directory}: refused")
-    absent = [n for n in names if not (directory / n).exists() and not (directory / n).is_symlink()]
+    absent = [n for n in names if not os.path.lexists(directory / n)]
     if absent:
         raise HFImportError(f"{index.name} lists shards that are not in {directory}: {', '.join(absent)}")
     return [folder_file(directory, name, error=HFImportError) for name in names]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,7 +148,7 @@ def present(folder: str | Path, names: tuple[str, ...]) -> list[Path]:
     """The files of ``folder`` among ``names``, each a regular file inside it (``zoo.files.folder_file``: a link
     out of the folder, to /etc/passwd say, is refused rather than copied into an import or export)."""
     folder = Path(folder)
-    named = [name for name in names if (folder / name).exists() or (folder / name).is_symlink()]
+    named = [name for name in names if os.path.lexists(folder / name)]  # a dangling link too
     return [folder_file(folder, name, error=HFImportError) for name in named]
 
 

@@ -49,12 +49,14 @@ from zoo.files import (
     WriteError,
     atomic_write,
     folder_file,
+    nonfinite_tensors,
     public_mode,
     read_json,
     read_safetensors,
     read_torch_file,
     sha256_file,
     verify_checksum,
+    why_not_written,
 )
 from zoo.locate import (
     CHECKPOINT_NAME,
@@ -136,8 +138,8 @@ def write_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, Exception) and not isinstance(exc, ZooError):  # torch.save on a full disk: RuntimeError
             raise WriteError(
-                f"{final} could not be written ({type(exc).__name__}: {exc}); the disk may be full. The run keeps "
-                "its last complete checkpoint: free space, then zoo train --resume"
+                f"{final} could not be written: {why_not_written(final, exc)}. The run keeps its last complete "
+                "checkpoint: fix that, then zoo train --resume"
             ) from None
         raise
     atomic_write(root / LATEST, lambda path: path.write_text(final.name, encoding="utf-8"))
@@ -270,7 +272,7 @@ def _verified(checkpoint: Path, name: str, info: dict[str, Any] | None = None) -
 
 
 def read_tokenizer(checkpoint: Path) -> Tokenizer | None:
-    if not (checkpoint / TOKENIZER_FILE).exists() and not (checkpoint / TOKENIZER_FILE).is_symlink():
+    if not os.path.lexists(checkpoint / TOKENIZER_FILE):
         return None
     path = _verified(checkpoint, TOKENIZER_FILE)
     data = read_json(path)
@@ -298,11 +300,6 @@ def check_state_fits(model: nn.Module, state: dict[str, torch.Tensor], checkpoin
     """Refuse weights of another shape than ``model``'s (a recipe or weights file swapped), naming them."""
     shapes = {name: tuple(t.shape) for name, t in state.items()}
     check_fits(model, shapes, weights=checkpoint / WEIGHTS_FILE, recipe=checkpoint / RECIPE_FILE)
-
-
-def nonfinite_tensors(state: dict[str, torch.Tensor]) -> list[str]:
-    """Names of the floating-point tensors of ``state`` that hold a NaN or an infinity."""
-    return [n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
 
 
 def check_finite(state: dict[str, torch.Tensor], checkpoint: Path) -> None:
@@ -517,7 +514,7 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
         CheckpointError: a file of the checkpoint is damaged, does not match its checksum, or the weights do
             not fit the recipe. ``RecipeError``: its recipe is invalid.
     """
-    from zoo.locate import NotAModelFolder, locate
+    from zoo.locate import NotAModelFolder, locate, read_newest
 
     run_dir = Path(run_dir)
     if not run_dir.exists():
@@ -530,13 +527,7 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
         raise
     if folder.kind in ("model", "hf"):
         return _model_folder_run(folder, device)
-    try:
-        return _checkpoint_run(run_dir, folder.path, device)
-    except (OSError, CheckpointError):
-        if folder.kind != "run" or complete_checkpoint(folder.path):
-            raise
-    # The trainer pruned the checkpoint while it was read (it keeps the newest few): read the newest once more.
-    return _checkpoint_run(run_dir, locate(run_dir).path, device)
+    return read_newest(folder, lambda checkpoint: _checkpoint_run(run_dir, checkpoint, device))
 
 
 def _checkpoint_run(run_dir: Path, checkpoint: Path, device: str | torch.device | None) -> Run:
