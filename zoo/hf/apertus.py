@@ -6,27 +6,18 @@ MLP with ``activation: xielu``); its norms are named ``attention_layernorm`` and
 from __future__ import annotations
 
 from .llama import BLOCK, IGNORED, LAYER, LLAMA
-from .mapping import Rule
+from .mapping import Rule, renamed
 from .qwen3 import QK_NORM, QWEN3_RULES
 from .rows import ONE_BIAS, PLAIN_ACTIVATION, heads, plain_mlp
 from .table import Fixed
 
 NORMS = {".input_layernorm.": ".attention_layernorm.", ".post_attention_layernorm.": ".feedforward_layernorm."}
-
-
-def renamed(name: str) -> str:
-    """A Qwen3 checkpoint name as Apertus names its norms."""
-    for qwen3, apertus in NORMS.items():
-        name = name.replace(qwen3, apertus)
-    return name
-
-
 LLAMA3_DEFAULT = {"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0}
 LLAMA3_DEFAULT |= {"original_max_position_embeddings": 8192, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
 """What ApertusConfig sets when config.json has no rope_parameters, whatever its rope_theta says."""
 
 RULES = (
-    *(Rule(renamed(r.hf), r.zoo, r.transform) for r in QWEN3_RULES),
+    *renamed(QWEN3_RULES, NORMS),
     *(Rule(f"{LAYER}.mlp.act_fn.{p}", f"{BLOCK}.ffn.act.{p}") for p in ("alpha_p", "alpha_n", "beta", "eps")),
 )
 
@@ -38,14 +29,6 @@ APERTUS = LLAMA.derive(
     recipes=("apertus-8b",),
     drop=("attention_bias", "mlp_bias", "pretraining_tp", "sliding_window"),
     rows=(heads(head_dim="unless implied"), ONE_BIAS, QK_NORM, plain_mlp(), PLAIN_ACTIVATION, Fixed("ffn.bias", False)),
-    defaults={
-        "vocab_size": 131072,
-        "intermediate_size": 14336,
-        "max_position_embeddings": 65536,
-        "rms_norm_eps": 1e-5,
-        "pad_token_id": 3,
-        "hidden_act": "xielu",
-        "rope_theta": 12000000.0,
-        "rope_parameters": LLAMA3_DEFAULT,
-    },
+    defaults={"vocab_size": 131072, "intermediate_size": 14336, "max_position_embeddings": 65536, "pad_token_id": 3}
+    | {"rms_norm_eps": 1e-5, "hidden_act": "xielu", "rope_theta": 12000000.0, "rope_parameters": LLAMA3_DEFAULT},
 )

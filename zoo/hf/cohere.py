@@ -31,15 +31,7 @@ COHERE = LLAMA.derive(
             export=False,
         ),
     ),
-    defaults={
-        "vocab_size": 256000,
-        "hidden_size": 8192,
-        "intermediate_size": 22528,
-        "num_hidden_layers": 40,
-        "num_attention_heads": 64,
-        "max_position_embeddings": 8192,
-        "pad_token_id": 0,
-        "tie_word_embeddings": True,
-        "rope_theta": 500000.0,
-    },
+    defaults={"vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528, "num_hidden_layers": 40}
+    | {"num_attention_heads": 64, "max_position_embeddings": 8192, "pad_token_id": 0, "tie_word_embeddings": True}
+    | {"rope_theta": 500000.0},
 )

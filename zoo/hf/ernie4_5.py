@@ -32,18 +32,7 @@ ERNIE4_5 = LLAMA.derive(
     recipes=("ernie-4.5-0.3b",),
     drop=("attention_bias", "mlp_bias", "attention_dropout", "pretraining_tp", "sliding_window"),
     rows=(rope(interleaved=True), USE_BIAS),
-    defaults={
-        "vocab_size": 103424,
-        "hidden_size": 1024,
-        "intermediate_size": 3072,
-        "num_hidden_layers": 18,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "pad_token_id": 0,
-        "tie_word_embeddings": True,
-        "rope_theta": 500000.0,
-    },
+    defaults={"vocab_size": 103424, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18}
+    | {"num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128, "max_position_embeddings": 131072}
+    | {"rms_norm_eps": 1e-5, "pad_token_id": 0, "tie_word_embeddings": True, "rope_theta": 500000.0},
 )

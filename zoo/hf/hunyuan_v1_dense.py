@@ -1,8 +1,6 @@
 """HunYuan dense (``HunYuanDenseV1ForCausalLM``, Hunyuan-0.5B to 7B): Llama's network with a per-head RMSNorm
-(``query_layernorm``, ``key_layernorm``, of ``rms_norm_eps``) applied to the queries and keys after RoPE has rotated
-them (zoo's ``qk_norm_position: after_rope``). A ``dynamic`` rope with an ``alpha`` is transformers' fixed NTK
-stretch of the base, ``rope_theta * alpha ** (head_dim / (head_dim - 2))``: zoo imports it as that base, unscaled
-(and exports it so).
+(``query_layernorm``, ``key_layernorm``) on the queries and keys after RoPE has rotated them. A ``dynamic`` rope with
+an ``alpha`` is a fixed NTK stretch of the base, imported (and exported) as that base, unscaled.
 """
 
 from __future__ import annotations
@@ -12,57 +10,35 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import LLAMA, LLAMA_RULES
-from .mapping import Rule
+from .llama import LLAMA
+from .mapping import renamed
+from .qwen3 import QWEN3_RULES
 from .rope import rope_theta, rope_type, scaling_parameters
-from .rows import ROPE
-from .table import Computed, Refused, Unread
-
-ATTN = "model.layers.{i}.self_attn"
+from .rows import ROPE, qk_norm
+from .table import Refused, Unread
 
 
 def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     params = scaling_parameters(config)
     if rope_type(params) != "dynamic" or not params.get("alpha"):
         return ROPE.read(config, recipe)
-    dim = config["head_dim"]  # HunYuanDenseV1RotaryEmbedding reads config.head_dim for alpha, not a derived one
+    # transformers' NTK-alpha reads config.head_dim (not a derived one): base * alpha ** (d / (d - 2))
+    dim = config["head_dim"]
     if dim is None:
         raise HFImportError("a dynamic rope with an alpha needs head_dim (transformers' NTK-alpha reads it)")
     theta = rope_theta({**config, "rope_parameters": params})
     return {"positional": {"type": "rope", "theta": theta * params["alpha"] ** (dim / (dim - 2))}}
 
 
-def qk_norm_fits(recipe: Any) -> str | None:
-    """The per-head RMSNorm of ``rms_norm_eps`` after RoPE that every HunYuan attention has."""
-    a, want = recipe.attention, {"type": "rmsnorm", "eps": recipe.norm.eps, "affine": True, "offset": 0.0}
-    if a.qk_norm is None or a.qk_norm.model_dump() != want or a.qk_norm_position != "after_rope":
-        return "attention.qk_norm must be an rmsnorm of norm.eps after rope, per head (HunYuan's query/key_layernorm)"
-    return None
-
-
 HUNYUAN_V1_DENSE = LLAMA.derive(
     "hunyuan_v1_dense",
     classes=("HunYuanDenseV1ForCausalLM",),
-    rules=(
-        *LLAMA_RULES,
-        Rule(f"{ATTN}.query_layernorm.weight", "blocks.{i}.attention.q_norm.weight"),
-        Rule(f"{ATTN}.key_layernorm.weight", "blocks.{i}.attention.k_norm.weight"),
-    ),
+    rules=renamed(QWEN3_RULES, {".q_norm.": ".query_layernorm.", ".k_norm.": ".key_layernorm."}),
     recipes=("hunyuan-7b",),
     drop=("mlp_bias", "sliding_window"),
     rows=(
         replace(ROPE, read=read_rope),
-        Computed(
-            "qk norm",
-            keys={},
-            paths=("attention.qk_norm", "attention.qk_norm_position"),
-            read=lambda c, r: {
-                "attention.qk_norm": {"type": "rmsnorm", "eps": c["rms_norm_eps"]},
-                "attention.qk_norm_position": "after_rope",
-            },
-            write=lambda recipe, weights: {},
-            requires={"attention.qk_norm": qk_norm_fits},
-        ),
+        qk_norm("head", "after_rope"),
         Unread("eod_token_id", "the end-of-document token: a generation setting, not part of the network"),
         # Keys of Tencent's own configs that transformers' class ignores: refused where they would change the network.
         Refused("use_cla", lambda v: not v, "HunYuanDenseV1 shares no keys and values across layers (CLA)"),
