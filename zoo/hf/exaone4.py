@@ -1,8 +1,6 @@
-"""EXAONE 4.0 (``Exaone4ForCausalLM``, LG AI Research): OLMo 2's blocks (a norm on each sub-layer's output inside
-the residual) with QK-norm over each head, and a hybrid attention: ``sliding_attention`` layers slide over
-``sliding_window`` keys with RoPE, ``full_attention`` layers see every key without any position encoding (NoPE).
-With no ``sliding_window`` every layer is a full one with RoPE.
-"""
+"""EXAONE 4.0 (``Exaone4ForCausalLM``, LG AI Research): OLMo 2's blocks with QK-norm over each head, and a hybrid
+attention: ``sliding_attention`` layers slide over ``sliding_window`` keys with RoPE, ``full_attention`` layers see
+every key without any position encoding (NoPE). With no ``sliding_window`` every layer is a full one with RoPE."""
 
 from __future__ import annotations
 

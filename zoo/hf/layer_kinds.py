@@ -4,7 +4,7 @@ values' changes to a layer's attention, the value of a layer on export, the list
 ``layer_kinds`` makes of them the one row that reads, writes and requires the layers::
 
     layer_kinds(
-        layer_types=Axis({SLIDING: slides, FULL: nope}, of=sliding_or_full, fill=every_nth(FULL, SLIDING)),
+        layer_types=Axis({SLIDING: slides, FULL: nope}, fill=every_nth(FULL, SLIDING)),
         keys={"sliding_window": 4096, "layer_types": None, "sliding_window_pattern": 4},
         fields=("window", "rotary"),  # the attention fields the kinds change (these, by default)
         shared={"sliding_window": "window"},  # one value for every layer that has the field (this, by default)
@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .mapping import Requirement
+from .mapping import Option, Requirement
+from .rope import hf_rope_parameters
 from .rows import layer_attentions, only_attention_differs, per_layer_attention, uses_rope
 from .table import Computed
 
@@ -43,15 +44,21 @@ def nope(config: dict[str, Any]) -> dict[str, Any]:
     return {"rotary": {"type": "none"}}
 
 
+def sliding_or_full(attention: Any) -> str:
+    """A layer's ``layer_types`` entry: sliding where it has a window."""
+    return FULL if attention.window is None else SLIDING
+
+
 @dataclass(frozen=True)
 class Axis:
-    """One per-layer list of the config: ``kinds`` maps each value to its change of the layer's attention; ``of``
-    gives a layer's value on export (from its attention); ``fill(config, lists read so far)`` is the list of a
-    config that omits it; ``kind`` names the kind a listed value means (identity: a value not in ``kinds`` fails)."""
+    """One per-layer list of the config: ``kinds`` maps each value to its change of the layer's attention;
+    ``fill(config, lists read so far)`` is the list of a config that omits it; ``of`` gives a layer's value on
+    export (from its attention: by default its ``layer_types`` entry, sliding or full); ``kind`` names the kind a
+    listed value means (identity: a value not in ``kinds`` fails)."""
 
     kinds: Mapping[Any, Change]
-    of: Callable[[Any], Any]
     fill: Callable[[dict[str, Any], dict[str, list[Any]]], list[Any]]
+    of: Callable[[Any], Any] = sliding_or_full
     kind: Callable[[Any], Any] = lambda value: value
 
 
@@ -65,11 +72,6 @@ def windowed(change: Change, without: Change) -> Change:
     return lambda config: without(config) if config["sliding_window"] is None else change(config)
 
 
-def sliding_or_full(attention: Any) -> str:
-    """A layer's ``layer_types`` entry: sliding where it has a window."""
-    return FULL if attention.window is None else SLIDING
-
-
 def full_unless_sliding(value: Any) -> str:
     """The kind of a ``layer_types`` entry where transformers treats every entry but ``sliding_attention`` as full."""
     return SLIDING if value == SLIDING else FULL
@@ -77,7 +79,7 @@ def full_unless_sliding(value: Any) -> str:
 
 def sliding_types(kinds: Mapping[str, Change], fill: Callable[..., list[str]]) -> Axis:
     """A ``layer_types`` axis of sliding and full layers, where every entry but ``sliding_attention`` means full."""
-    return Axis(kinds, of=sliding_or_full, fill=fill, kind=full_unless_sliding)
+    return Axis(kinds, fill, kind=full_unless_sliding)
 
 
 def rope_every(config: dict[str, Any], lists: dict[str, list[Any]]) -> list[int]:
@@ -88,7 +90,7 @@ def rope_every(config: dict[str, Any], lists: dict[str, list[Any]]) -> list[int]
 
 def rope_or_nope(rope: Change = same, nope: Change = nope) -> Axis:
     """A ``no_rope_layers`` axis (SmolLM3, Llama 4): 1 (any true value) a RoPE layer, 0 a NoPE one."""
-    return Axis({1: rope, 0: nope}, of=lambda a: int(uses_rope(a)), fill=rope_every, kind=lambda v: int(bool(v)))
+    return Axis({1: rope, 0: nope}, rope_every, of=lambda a: int(uses_rope(a)), kind=lambda v: int(bool(v)))
 
 
 def used_window(config: dict[str, Any]) -> int | None:
@@ -96,13 +98,32 @@ def used_window(config: dict[str, Any]) -> int | None:
     return config["sliding_window"] if config["use_sliding_window"] else None
 
 
-def every_nth(nth: str, other: str, pattern: str = "sliding_window_pattern") -> Callable[..., list[str]]:
-    """A ``fill``: every ``config[pattern]``-th layer of kind ``nth``, the others ``other``."""
+def every_nth(nth: str, other: str, pattern: str | int = "sliding_window_pattern") -> Callable[..., list[str]]:
+    """A ``fill``: every ``pattern``-th layer (a number, or the config key that holds it) ``nth``, the others
+    ``other``."""
 
     def fill(config: dict[str, Any], lists: dict[str, list[Any]]) -> list[str]:
-        return [nth if (i + 1) % config[pattern] == 0 else other for i in range(config["num_hidden_layers"])]
+        every = pattern if isinstance(pattern, int) else config[pattern]
+        return [nth if (i + 1) % every == 0 else other for i in range(config["num_hidden_layers"])]
 
     return fill
+
+
+def hf_kind_ropes(recipe: Any) -> dict[str, dict[str, Any]]:
+    """``rope_parameters`` with a rope of each kind (OLMo 3, Gemma 3): its layers' ``rotary``, else the stack's
+    rope (the stack's too for a kind no layer has)."""
+    ropes = dict.fromkeys((SLIDING, FULL), recipe.positional)
+    for attention in layer_attentions(recipe):
+        ropes[sliding_or_full(attention)] = attention.rotary or recipe.positional
+    return {kind: hf_rope_parameters(rope) for kind, rope in ropes.items()}
+
+
+def full_rotation_per_kind(why: str) -> tuple[Option, ...]:
+    """The refusal of a partial rotation in the rope parameters of either kind (nested ``rope_parameters``)."""
+    return tuple(
+        Option(f"rope_parameters.{kind}.partial_rotary_factor", lambda v: v in (None, 1.0), why)
+        for kind in (SLIDING, FULL)
+    )
 
 
 def layer_kinds(
