@@ -1,30 +1,15 @@
-"""Gemma 2 (``Gemma2ForCausalLM``): Gemma with sandwich norms (after attention and after the FFN too), scores
-scaled by ``query_pre_attn_scalar ** -0.5`` and soft-capped at ``attn_logit_softcapping``, final logits soft-capped
-at ``final_logit_softcapping``, and local (sliding-window) layers alternating with global ones, local first.
-
-The layers of the less common kind (the local ones on a tie, as in every Gemma 2) are ``layers:`` overrides of the
-recipe's attention; all layers share one rope (``rope_parameters``). The activation's key is
-``hidden_activation``, and its ``gelu`` is the exact GELU (Gemma's legacy reading is gone).
+"""Gemma 2 (``Gemma2ForCausalLM``): Gemma with sandwich norms, scores scaled by ``query_pre_attn_scalar ** -0.5``
+and soft-capped at ``attn_logit_softcapping``, logits soft-capped at ``final_logit_softcapping``, and local
+(sliding-window) layers alternating with global ones, local first (the local ones, on a tie, are ``layers:``
+overrides); one rope for all layers. Its activation key is ``hidden_activation``, whose ``gelu`` is the exact GELU.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from .gemma import (
-    GATED_FFN,
-    GEMMA,
-    GLOBAL,
-    LOCAL,
-    SANDWICH_RULES,
-    SCALE,
-    hf_layers,
-    layer_types,
-    layer_types_option,
-    local_global,
-    plan_problems,
-    renamed,
-)
+from .gemma import GATED_FFN, GEMMA, SANDWICH_RULES, SCALE, renamed
+from .layer_kinds import GLOBAL, LOCAL, gemma_layer_types, hf_layers, layer_types_option, local_global, plan_problems
 from .rows import ACTIVATION
 from .table import Computed, Fixed, Key
 
@@ -38,7 +23,7 @@ LAYERS = Computed(
     keys={"sliding_window": 4096, "layer_types": None},
     paths=("attention.window", "layers"),
     read=lambda config, recipe: local_global(  # every other layer global, from the second
-        layer_types(config, pattern=2),
+        gemma_layer_types(config, pattern=2),
         recipe["attention"],
         config["sliding_window"],
         dict.fromkeys((LOCAL, GLOBAL), recipe["positional"]),
@@ -64,12 +49,6 @@ GEMMA2 = GEMMA.derive(
         LAYERS,
         layer_types_option("Gemma 2"),
     ),
-    defaults={
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "hidden_activation": "gelu_pytorch_tanh",
-    },
+    defaults={"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8}
+    | {"num_key_value_heads": 4, "hidden_activation": "gelu_pytorch_tanh"},
 )

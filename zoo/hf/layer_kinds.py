@@ -18,13 +18,16 @@ What a family's kinds must be beyond that (which kind rotates, one window) is it
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zoo.errors import HFImportError
+
 from .mapping import Option, Requirement
-from .rope import hf_rope_parameters
-from .rows import layer_attentions, only_attention_differs, per_layer_attention, uses_rope
+from .rope import ROPE_SCALINGS, ROPE_TYPE_WHY, hf_rope_parameters
+from .rows import layer_attentions, only_attention_differs, per_layer_attention, selector, uses_rope
 from .table import Computed
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -118,12 +121,17 @@ def hf_kind_ropes(recipe: Any) -> dict[str, dict[str, Any]]:
     return {kind: hf_rope_parameters(rope) for kind, rope in ropes.items()}
 
 
-def full_rotation_per_kind(why: str) -> tuple[Option, ...]:
-    """The refusal of a partial rotation in the rope parameters of either kind (nested ``rope_parameters``)."""
-    return tuple(
-        Option(f"rope_parameters.{kind}.partial_rotary_factor", lambda v: v in (None, 1.0), why)
-        for kind in (SLIDING, FULL)
-    )
+def rope_options_per_kind(why: str, *, rope_type: bool = False) -> tuple[Option, ...]:
+    """The refusals in each kind's nested ``rope_parameters`` (OLMo 3, Gemma 3): a partial rotation (``why``) and,
+    with ``rope_type``, a rope type zoo does not build."""
+    out = []
+    for kind in (SLIDING, FULL):
+        if rope_type:
+            out.append(
+                Option(f"rope_parameters.{kind}.rope_type", lambda v: v is None or v in ROPE_SCALINGS, ROPE_TYPE_WHY)
+            )
+        out.append(Option(f"rope_parameters.{kind}.partial_rotary_factor", lambda v: v in (None, 1.0), why))
+    return tuple(out)
 
 
 def layer_kinds(
@@ -171,3 +179,102 @@ def layer_kinds(
         legacy=legacy,
         last=True,  # its overrides copy the attention as the other rows made it
     )
+
+
+# --------------------------------------------------------------------------------- local and global layers
+# Gemma 2 and 3 (and ModernBERT's local_global): the more common kind is the recipe's attention, the other kind's
+# layers override it, and each kind may have its own rope.
+
+LOCAL, GLOBAL = SLIDING, FULL
+"""Gemma's names of the two kinds: a local (sliding-window) and a global layer."""
+
+
+def layer_types_option(family: str) -> Option:
+    return Option(
+        "layer_types",
+        lambda v: v is None or (isinstance(v, list) and all(t in (LOCAL, GLOBAL) for t in v)),
+        f"{family}'s layers are {LOCAL} or {GLOBAL}",
+    )
+
+
+def gemma_layer_types(config: dict[str, Any], pattern: int) -> list[str]:
+    """Each layer's kind: ``layer_types``, else every ``pattern``-th layer global (transformers' default)."""
+    n = config["num_hidden_layers"]
+    types = config.get("layer_types") or [GLOBAL if (i + 1) % pattern == 0 else LOCAL for i in range(n)]
+    if len(types) != n:
+        raise HFImportError(f"layer_types has {len(types)} entries for num_hidden_layers={n}")
+    if LOCAL in types and config["sliding_window"] is None:
+        raise HFImportError(f"sliding_window=None with {LOCAL} layers: transformers cannot run this config either")
+    return list(types)
+
+
+def local_global(
+    types: list[str], attention: dict[str, Any], window: int | None, ropes: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The recipe's ``positional``, ``attention`` and ``layers`` for local and global layers of ``types``.
+
+    The more common kind (global on a tie) is the recipe's attention and positional; the layers of the other
+    kind override the attention, with the ``window`` on local layers and their own ``rotary`` where their rope
+    (``ropes[kind]``) differs.
+    """
+    counts = Counter(types)
+    base = LOCAL if counts[LOCAL] > counts[GLOBAL] else GLOBAL
+    other = GLOBAL if base == LOCAL else LOCAL
+
+    def spec(kind: str) -> dict[str, Any]:
+        out = dict(attention, window=window) if kind == LOCAL else dict(attention)
+        if kind != base and ropes[kind] != ropes[base]:
+            out["rotary"] = ropes[kind]
+        return out
+
+    indices = [i for i, t in enumerate(types) if t == other]
+    layers = [{"select": selector(indices, len(types)), "attention": spec(other)}] if indices else []
+    return {"positional": ropes[base], "attention": spec(base), "layers": layers}
+
+
+def layer_ropes(recipe: Any) -> list[Any]:
+    """Each decoder layer's rope config: its attention's ``rotary``, else the stack's positional."""
+    out = []
+    for placed in recipe.layer_plan("decoder"):
+        rotary = placed["attention"][0].rotary
+        out.append(recipe.positional if rotary is None else rotary)
+    return out
+
+
+def plan_problems(recipe: Any, *, one_rope: bool) -> str | None:
+    """A requirement: the layers differ in their attention's window (and, unless ``one_rope``, rotary) only,
+    every local layer has the same window, and the layers of each kind the same rope."""
+    if "window" not in type(recipe.attention).model_fields:
+        return None  # not Gemma's attention (a plugin's mixer): the attention.type requirement says so
+    base = recipe.attention.model_dump(exclude={"window", "rotary"})
+    plan = recipe.layer_plan("decoder")
+    for i, placed in enumerate(plan):
+        if placed["norm"][0] != recipe.norm or placed["ffn"][0] != recipe.ffn:
+            return f"layers: layer {i} has its own norm or ffn; Gemma's layers differ only in their attention window"
+        if placed["attention"][0].model_dump(exclude={"window", "rotary"}) != base:
+            return f"layers: layer {i}'s attention differs from attention in more than window and rotary"
+    windows = {placed["attention"][0].window for placed in plan} - {None}
+    if len(windows) > 1:
+        return f"layers: local windows {sorted(windows)}; Gemma has one sliding_window"
+    ropes = layer_ropes(recipe)
+    for rope in ropes:
+        if rope.type != "rope" or rope.interleaved or rope.rotary_fraction != 1.0:
+            return "layers: every layer's rotary is a rope of full, non-interleaved rotation in Gemma"
+    if one_rope and any(r != recipe.positional for r in ropes):
+        return "layers: a layer has its own rotary; Gemma 2 has one rope for all layers"
+    kinds = {LOCAL: set(), GLOBAL: set()}
+    for placed, rope in zip(plan, ropes, strict=True):
+        kinds[LOCAL if placed["attention"][0].window else GLOBAL].add(rope.model_dump_json())
+    if any(len(r) > 1 for r in kinds.values()):
+        return "layers: the local (or the global) layers have different ropes; Gemma 3 has one rope of each"
+    return None
+
+
+def hf_layers(recipe: Any) -> dict[str, Any]:
+    """``layer_types`` and ``sliding_window`` of a recipe that fits (``plan_problems`` found nothing)."""
+    windows = [placed["attention"][0].window for placed in recipe.layer_plan("decoder")]
+    window = next((w for w in windows if w is not None), None)
+    return {
+        "layer_types": [LOCAL if w is not None else GLOBAL for w in windows],
+        "sliding_window": window if window is not None else (recipe.max_len or 4096),  # unused: no layer slides
+    }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layer_kinds import FULL, SLIDING, Axis, every_nth, full_rotation_per_kind, hf_kind_ropes, layer_kinds, slides
+from .layer_kinds import FULL, SLIDING, Axis, every_nth, hf_kind_ropes, layer_kinds, rope_options_per_kind, slides
 from .olmo2 import OLMO2
 from .rope import rope_spec, scaling_fits
 from .rows import layer_attentions
@@ -61,7 +61,7 @@ OLMO3 = OLMO2.derive(
     recipes=("olmo-3-7b",),
     drop=("rope", "layers", "rope_parameters.partial_rotary_factor"),
     rows=(
-        *full_rotation_per_kind("OLMo 3 rotates every head dim"),
+        *rope_options_per_kind("OLMo 3 rotates every head dim"),
         Computed(
             "rope",
             keys={"rope_theta": None, "rope_parameters": None, "rope_scaling": None},
