@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import layer_kinds as kinds
 from .gemma import GATED_FFN, GEMMA, SANDWICH_RULES, SCALE, renamed
-from .layer_kinds import GLOBAL, LOCAL, gemma_layer_types, hf_layers, layer_types_option, local_global, plan_problems
 from .rows import ACTIVATION
 from .table import Computed, Fixed, Key
 
@@ -22,14 +22,14 @@ LAYERS = Computed(
     "local and global layers",
     keys={"sliding_window": 4096, "layer_types": None},
     paths=("attention.window", "layers"),
-    read=lambda config, recipe: local_global(  # every other layer global, from the second
-        gemma_layer_types(config, pattern=2),
+    read=lambda config, recipe: kinds.local_global(  # every other layer global, from the second
+        kinds.gemma_layer_types(config, pattern=2),
         recipe["attention"],
         config["sliding_window"],
-        dict.fromkeys((LOCAL, GLOBAL), recipe["positional"]),
+        dict.fromkeys((kinds.LOCAL, kinds.GLOBAL), recipe["positional"]),
     ),
-    write=lambda recipe, weights: hf_layers(recipe),
-    requires={"layers": lambda recipe: plan_problems(recipe, one_rope=True)},
+    write=lambda recipe, weights: kinds.hf_gemma_layers(recipe),
+    requires={"layers": lambda recipe: kinds.gemma_layers_fit(recipe, one_rope=True)},
     last=True,  # its overrides copy the attention as the other rows made it
 )
 
@@ -47,7 +47,7 @@ GEMMA2 = GEMMA.derive(
         Key("attn_logit_softcapping", "attention.softcap", 50.0, read=_capped),
         Key("final_logit_softcapping", "head.softcap", 30.0, read=_capped),
         LAYERS,
-        layer_types_option("Gemma 2"),
+        kinds.layer_types_option("Gemma 2"),
     ),
     defaults={"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8}
     | {"num_key_value_heads": 4, "hidden_activation": "gelu_pytorch_tanh"},

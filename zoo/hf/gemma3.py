@@ -85,11 +85,11 @@ ROPES = replace(  # a rope of each layer kind: the layers row writes the recipe'
         config["sliding_window"],
         ropes(config),
     ),
-    write=lambda recipe, weights: {**kinds.hf_layers(recipe), "rope_parameters": kinds.hf_kind_ropes(recipe)},
+    write=lambda recipe, weights: {**kinds.hf_gemma_layers(recipe), "rope_parameters": kinds.hf_kind_ropes(recipe)},
     requires={
         **ROPE.requires,
         "positional.truncate": truncated,
-        "layers": lambda recipe: kinds.plan_problems(recipe, one_rope=False),
+        "layers": lambda recipe: kinds.gemma_layers_fit(recipe, one_rope=False),
     },
     legacy=("rope_theta", "rope_local_base_freq", "rope_scaling", "sliding_window_pattern"),  # transformers 4's
 )

@@ -91,9 +91,8 @@ def rope_every(config: dict[str, Any], lists: dict[str, list[Any]]) -> list[int]
     return [int((i + 1) % interval != 0) for i in range(config["num_hidden_layers"])]
 
 
-def rope_or_nope(rope: Change = same, nope: Change = nope) -> Axis:
-    """A ``no_rope_layers`` axis (SmolLM3, Llama 4): 1 (any true value) a RoPE layer, 0 a NoPE one."""
-    return Axis({1: rope, 0: nope}, rope_every, of=lambda a: int(uses_rope(a)), kind=lambda v: int(bool(v)))
+NO_ROPE_LAYERS = Axis({1: same, 0: nope}, rope_every, of=lambda a: int(uses_rope(a)), kind=lambda v: int(bool(v)))
+"""SmolLM3's ``no_rope_layers``: 1 (any true value) a RoPE layer, 0 a NoPE one."""
 
 
 def used_window(config: dict[str, Any]) -> int | None:
@@ -145,11 +144,10 @@ def layer_kinds(
     **axes: Axis,
 ) -> Computed:
     """The ``layers`` row of a family with the kinds of layer ``axes`` declare (by config key, in the order they
-    fill in), which change the attention's
-    ``fields``. ``shared`` config keys are written
-    as the first non-None value of an attention field across the layers (``{"sliding_window": "window"}``);
-    ``more(recipe, attentions)`` adds the keys the family writes beside them. One list has a layer per entry (a
-    list of another length fails as the model is built); several are read for ``num_hidden_layers`` layers."""
+    fill in), which change the attention's ``fields``. ``shared`` config keys are written as the first non-None
+    value of an attention field across the layers (``{"sliding_window": "window"}``); ``more(recipe, attentions)``
+    adds the keys the family writes beside them. One list is read a layer per entry (as Cohere2, EXAONE 4 and
+    OLMo 3 read ``layer_types``), several for ``num_hidden_layers`` layers (SmolLM3)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         lists: dict[str, list[Any]] = {}
@@ -190,6 +188,7 @@ LOCAL, GLOBAL = SLIDING, FULL
 
 
 def layer_types_option(family: str) -> Option:
+    """The refusal of a ``layer_types`` entry that is neither local nor global."""
     return Option(
         "layer_types",
         lambda v: v is None or (isinstance(v, list) and all(t in (LOCAL, GLOBAL) for t in v)),
@@ -198,7 +197,8 @@ def layer_types_option(family: str) -> Option:
 
 
 def gemma_layer_types(config: dict[str, Any], pattern: int) -> list[str]:
-    """Each layer's kind: ``layer_types``, else every ``pattern``-th layer global (transformers' default)."""
+    """Each layer's kind, as Gemma 2 and 3 read it: ``layer_types``, else every ``pattern``-th layer global
+    (transformers' default)."""
     n = config["num_hidden_layers"]
     types = config.get("layer_types") or [GLOBAL if (i + 1) % pattern == 0 else LOCAL for i in range(n)]
     if len(types) != n:
@@ -241,7 +241,7 @@ def layer_ropes(recipe: Any) -> list[Any]:
     return out
 
 
-def plan_problems(recipe: Any, *, one_rope: bool) -> str | None:
+def gemma_layers_fit(recipe: Any, *, one_rope: bool) -> str | None:
     """A requirement: the layers differ in their attention's window (and, unless ``one_rope``, rotary) only,
     every local layer has the same window, and the layers of each kind the same rope."""
     if "window" not in type(recipe.attention).model_fields:
@@ -270,8 +270,8 @@ def plan_problems(recipe: Any, *, one_rope: bool) -> str | None:
     return None
 
 
-def hf_layers(recipe: Any) -> dict[str, Any]:
-    """``layer_types`` and ``sliding_window`` of a recipe that fits (``plan_problems`` found nothing)."""
+def hf_gemma_layers(recipe: Any) -> dict[str, Any]:
+    """``layer_types`` and ``sliding_window`` of a recipe that fits (``gemma_layers_fit`` found nothing)."""
     windows = [placed["attention"][0].window for placed in recipe.layer_plan("decoder")]
     window = next((w for w in windows if w is not None), None)
     return {

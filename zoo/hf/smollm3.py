@@ -5,7 +5,7 @@ lists (1: rope, 0: none); ``layer_types`` may make layers slide over ``sliding_w
 
 from __future__ import annotations
 
-from .layer_kinds import FULL, SLIDING, layer_kinds, rope_or_nope, same, sliding_types, used_window
+from .layer_kinds import FULL, NO_ROPE_LAYERS, SLIDING, layer_kinds, same, sliding_types, used_window
 from .llama import LLAMA
 from .rows import heads
 
@@ -17,7 +17,7 @@ SMOLLM3 = LLAMA.derive(
     rows=(
         heads(head_dim=False),
         layer_kinds(  # as SmolLM3Config.__post_init__ fills the lists a config omits: the NoPE layers slide
-            no_rope_layers=rope_or_nope(),
+            no_rope_layers=NO_ROPE_LAYERS,
             layer_types=sliding_types(
                 {SLIDING: lambda c: {"window": used_window(c)}, FULL: same},
                 fill=lambda c, lists: [
