@@ -13,11 +13,11 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
+from ._moe import split_fused_experts
 from .deepseek_v3 import RULES as DEEPSEEK_V3_RULES
 from .deepseek_v3 import dense_first, fits_moe, read_experts, scale_fits, write_experts, yarn_softmax_scale
 from .llama import IGNORED, LLAMA
 from .mapping import Option
-from .qwen2_moe import split_fused_experts
 from .rope import scaling_parameters
 from .rows import rope
 from .table import Computed, Fixed, Key, Refused, Unread
