@@ -216,14 +216,15 @@ def experts(
     *,
     shared: tuple[str, int] | None = None,
     per_expert: bool = False,
+    fits: Requirement = fits_experts,
     requires: Mapping[str, Requirement] | None = None,
 ) -> Computed:
     """The routed experts, gated FFNs of ``hidden_act`` and ``moe_intermediate_size`` (default ``width``), a
     shared expert of the ``shared`` key (with ``per_expert``, a count of routed experts' widths: DeepSeek's
     ``n_shared_experts``), and the ``dense`` layers' gated FFN of ``intermediate_size``. An export reads the widths
     off the weights; without a dense layer it writes ``intermediate_size`` as the shared expert's width or, with
-    none, the top-k experts' (what the published configs give). ``requires``: in place of ``fits_experts`` on
-    ``ffn.experts`` and ``dense.check`` on ``layers``."""
+    none, the top-k experts' (what the published configs give). It requires ``fits`` of ``ffn.experts`` and
+    ``dense.check`` of ``layers`` (``requires``: in their place)."""
     key, default = shared or (None, None)
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +252,7 @@ def experts(
         paths=("ffn.expert", *(("ffn.shared_expert",) if key else ()), "layers"),
         read=read,
         write=write,
-        requires={"ffn.experts": fits_experts, "layers": dense.check} if requires is None else requires,
+        requires={"ffn.experts": fits, "layers": dense.check} if requires is None else requires,
     )
 
 
