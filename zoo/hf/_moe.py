@@ -17,11 +17,16 @@ from zoo.errors import HFImportError
 
 from .mapping import Option, Requirement, Rule
 from .rows import ACTS, GATED, hidden_act
-from .table import Computed, Fixed, Key, Row
+from .table import Computed, Fixed, Key, Row, Unread
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 MLP, FFN = f"{LAYER}.mlp", f"{BLOCK}.ffn"
 PROJECTIONS = ("gate", "up", "down")
+
+
+ROUTER_LOGITS = Unread(
+    "output_router_logits", "whether forward also returns the router logits: an output, not the network"
+)
 
 
 def swiglu_rules(hf: str, zoo: str) -> tuple[Rule, ...]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from ._moe import FIRST_K, at_least, experts, fits_moe, router_rows, split_fused_experts
+from ._moe import FIRST_K, ROUTER_LOGITS, at_least, experts, fits_moe, router_rows, split_fused_experts
 from .llama import IGNORED, LLAMA
 from .rows import rope
 from .rows_mla import MLA_KEYS, RULES, scale_fits, softmax_scale
@@ -102,7 +102,7 @@ DEEPSEEK_V2 = LLAMA.derive(
         Refused("quantization_config", lambda v: v is None, "zoo reads plain tensors: dequantise them first"),
         Unread("head_dim", "DeepseekV2Config sets it to qk_rope_head_dim, which zoo reads"),
         Unread("qk_head_dim", "DeepseekV2Config sets it to qk_nope_head_dim + qk_rope_head_dim, which zoo reads"),
-        Unread("output_router_logits", "whether forward also returns the router logits: an output, not the network"),
+        ROUTER_LOGITS,
     ),
     defaults={"vocab_size": 102400, "hidden_size": 4096, "num_hidden_layers": 32, "max_position_embeddings": 2048}
     | {"rms_norm_eps": 1e-6},
