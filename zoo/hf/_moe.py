@@ -23,10 +23,10 @@ LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 MLP, FFN = f"{LAYER}.mlp", f"{BLOCK}.ffn"
 PROJECTIONS = ("gate", "up", "down")
 
-
 ROUTER_LOGITS = Unread(
     "output_router_logits", "whether forward also returns the router logits: an output, not the network"
 )
+"""The router-logits output switch, as PhiMoE and DeepSeek-V2 explain it."""
 
 
 def swiglu_rules(hf: str, zoo: str) -> tuple[Rule, ...]:
@@ -104,7 +104,8 @@ def dense_layers(recipe: Any) -> list[int]:
 
 
 def gated_ffn_misfit(ffn: Any, where: str, act: str | None, owner: str = "these FFNs") -> str | None:
-    """Why ``ffn`` (a config or spec dict) is not a bias-free gated FFN of activation ``act``, or None."""
+    """Why ``ffn`` (a config or spec dict) is not a bias-free gated FFN of activation ``act``, or None (``owner``:
+    what the message calls the FFNs)."""
     spec = ffn if isinstance(ffn, dict) else ffn.model_dump()
     if spec.get("type") not in ACTS:
         return f"{where}.type is {spec.get('type')!r}, needs one of {', '.join(map(repr, ACTS))}"
