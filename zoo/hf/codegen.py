@@ -15,8 +15,7 @@ import torch
 from zoo.components.positional import rotary_dims
 from zoo.errors import HFImportError
 
-from .gpt2 import GPT2, SUMMARY
-from .gpt_bigcode import BLOCK, LAYER
+from .gpt2 import BLOCK, GPT2, GPT2_ONLY, LAYER
 from .mapping import Rule, Transform
 from .rope import rotary_fraction
 from .rows_classic import biases, defers_to
@@ -61,8 +60,7 @@ CODEGEN = GPT2.derive(
     rules=RULES,
     ignored=(f"{LAYER}.attn.causal_mask", f"{LAYER}.attn.masked_bias"),  # mask buffers of the checkpoints
     recipes=("codegen-350m-mono", "codegen-2b-mono"),
-    drop=("positional.type", "tie_word_embeddings", "add_cross_attention", "scale_attn_weights")
-    + ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", *SUMMARY),
+    drop=("positional.type", "tie_word_embeddings", "add_cross_attention", *GPT2_ONLY),
     rows=(
         Fixed("block.parallel", True),
         Fixed("block.shared_norm", True),

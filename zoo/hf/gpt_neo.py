@@ -10,8 +10,7 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .gpt2 import GPT2, SUMMARY
-from .gpt_bigcode import BLOCK, LAYER, linear_rules
+from .gpt2 import BLOCK, GPT2, GPT2_ONLY, LAYER, gpt2_linear_rules
 from .mapping import Rule
 from .rows import biases, per_layer_attention
 from .rows_classic import width
@@ -46,15 +45,14 @@ def write_windows(recipe: Any, weights: Any) -> dict[str, Any]:
 GPT_NEO = GPT2.derive(
     "gpt_neo",
     classes=("GPTNeoForCausalLM",),
-    rules=linear_rules(
+    rules=gpt2_linear_rules(
         *(Rule(f"{ATTENTION}.{p}_proj.weight", f"{BLOCK}.attention.{p}_proj.weight") for p in "qkv"),
         *(Rule(f"{ATTENTION}.out_proj.{k}", f"{BLOCK}.attention.o_proj.{k}") for k in ("weight", "bias")),
     ),
     ignored=(f"{ATTENTION}.bias", f"{ATTENTION}.masked_bias", "lm_head.weight"),  # mask buffers; the tied copy
     recipes=("gpt-neo-1.3b", "gpt-neo-125m"),
     drop=("n_positions", "n_embd", "n_layer", "n_head", "attn_pdrop", "resid_pdrop", "embd_pdrop", "layers")
-    + ("add_cross_attention", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn")
-    + SUMMARY,
+    + ("add_cross_attention", *GPT2_ONLY),
     rows=(
         Key("max_position_embeddings", "max_len", 2048),
         Key("hidden_size", "d_model", 2048),
