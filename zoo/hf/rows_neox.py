@@ -7,12 +7,13 @@ weight rows of their modules, a fused ``query_key_value`` among them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from ._common import grouped_qkv
 from .gpt2 import QKV_BIASES, QKV_WEIGHTS
-from .mapping import Rule, default_head_dim
+from .mapping import Requirement, Rule, default_head_dim
 from .rope import (
     hf_partial_rope,
     hf_rope_parameters,
@@ -148,6 +149,30 @@ def one_bias(key: str, default: bool, family: str) -> tuple[Row, ...]:
             write=lambda recipe, weights: {},  # the attention's flag, written by bias_flag
             requires={"ffn.bias": same},
         ),
+    )
+
+
+def qk_layernorm(
+    default: bool, fits: Requirement, paths: tuple[str, ...] = (), check: Callable[[dict[str, Any]], None] | None = None
+) -> Computed:
+    """``qk_layernorm``: a LayerNorm (of ``layer_norm_eps``) over each head's queries and keys, zoo's ``qk_norm``,
+    or none (Persimmon's, Phi's); ``fits``: what the recipe's must be, ``paths``: other fields it sets, ``check``:
+    refuses a config whose norms transformers cannot build."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        if not config["qk_layernorm"]:
+            return {}
+        if check is not None:
+            check(config)
+        return {"attention.qk_norm": {"type": "layernorm", "eps": config["layer_norm_eps"]}}
+
+    return Computed(
+        "qk_layernorm",
+        keys={"qk_layernorm": default},
+        paths=("attention.qk_norm", *paths),
+        read=read,
+        write=lambda recipe, weights: {"qk_layernorm": recipe.attention.qk_norm is not None},
+        requires={"attention.qk_norm": fits},
     )
 
 
