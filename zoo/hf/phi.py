@@ -1,8 +1,7 @@
 """Phi-1, Phi-1.5 and Phi-2 (``PhiForCausalLM``): GPT-NeoX's network with one shared norm for attention and MLP in
 parallel, RoPE over the first ``partial_rotary_factor`` of each head, MHA or GQA (of ``head_dim`` where a config
 gives one), optional LayerNorms of the queries and keys over each head (``qk_layernorm``: one norm shared by all
-heads, zoo's ``qk_norm``), and an untied LM head with a bias.
-"""
+heads, zoo's ``qk_norm``), and an untied LM head with a bias."""
 
 from __future__ import annotations
 
@@ -74,12 +73,6 @@ PHI = GPT_NEOX.derive(
         dropout("resid_pdrop", "embd_pdrop"),
         *biased_head("Phi"),
     ),
-    defaults={
-        "vocab_size": 51200,
-        "hidden_size": 2048,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 32,
-        "intermediate_size": 8192,
-        "hidden_act": "gelu_new",
-    },
+    defaults={"vocab_size": 51200, "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 32}
+    | {"intermediate_size": 8192, "hidden_act": "gelu_new"},
 )
