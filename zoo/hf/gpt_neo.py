@@ -1,8 +1,7 @@
 """GPT-Neo (``GPTNeoForCausalLM``): GPT-2's stack with ``nn.Linear`` layers, unbiased q/k/v projections (a biased
 ``out_proj``), scores not scaled by 1/sqrt(head_dim) (zoo's ``attention.scale: 1.0``), and layers that attend
 globally or locally as ``attention_types`` repeats them: a local layer's query sees the ``window_size`` most recent
-keys, itself included (transformers' mask ``tril(1) ^ tril(1, -window_size)``), which is zoo's ``window``.
-"""
+keys, itself included (transformers' mask ``tril(1) ^ tril(1, -window_size)``), which is zoo's ``window``."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from zoo.errors import HFImportError
 from .gpt2 import BLOCK, GPT2, GPT2_ONLY, LAYER, gpt2_linear_rules
 from .mapping import Rule
 from .rows import biases, per_layer_attention
-from .rows_classic import width
+from .rows_neox import dropout, wider
 from .table import Computed, Fixed, Key, Unread
 from .windows import layer_windows, only_windows_differ
 
@@ -61,16 +60,8 @@ GPT_NEO = GPT2.derive(
         Key("attention_dropout", "attention.dropout", 0.0),
         Fixed("attention.scale", 1.0),
         biases(False, True),
-        width(
-            "intermediate_size", None, read=lambda c, r: {"ffn.hidden": c["intermediate_size"] or 4 * c["hidden_size"]}
-        ),
-        Computed(  # zoo's one dropout: after each sub-layer and (written, not read) on the embeddings
-            "dropout",
-            {"resid_dropout": 0.0, "embed_dropout": 0.0},
-            ("dropout",),
-            lambda c, r: {"dropout": c["resid_dropout"]},
-            lambda r, w: {"resid_dropout": r.dropout, "embed_dropout": r.dropout},
-        ),
+        wider("intermediate_size", "hidden_size"),
+        dropout("resid_dropout", "embed_dropout"),  # after each sub-layer, and (written, not read) on the embeddings
         Computed(
             "windows",
             keys={"attention_types": DEFAULT_TYPES, "window_size": 256},
