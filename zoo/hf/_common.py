@@ -60,7 +60,8 @@ SPLIT_GATE_UP = Transform("split gate|up", lambda t: list(t[0].chunk(2, dim=0)),
 # ---------------------------------------------------------------------------------------------- renamed rules
 
 
-def _renamed(name: str, prefixes: Mapping[str, str | None]) -> str | None:
+def rename(name: str, prefixes: Mapping[str, str | None]) -> str | None:
+    """``name`` with the first of ``prefixes`` it starts with replaced by that prefix's value (None: None)."""
     for old, new in prefixes.items():
         if name.startswith(old):
             return None if new is None else new + name[len(old) :]
@@ -75,10 +76,10 @@ def renamed(
     name whose prefix maps to None is left out. Transforms and conditions stay the parent's."""
     out = []
     for rule in rules:
-        hf_names = [_renamed(name, hf) for name in rule.hf_names]
+        hf_names = [rename(name, hf) for name in rule.hf_names]
         if None in hf_names:
             continue
-        zoo_names = [_renamed(name, zoo or {}) for name in rule.zoo_names]
+        zoo_names = [rename(name, zoo or {}) for name in rule.zoo_names]
         new_hf = hf_names[0] if isinstance(rule.hf, str) else tuple(hf_names)
         out.append(replace(rule, hf=new_hf, zoo=zoo_names[0] if isinstance(rule.zoo, str) else tuple(zoo_names)))
     return tuple(out)
