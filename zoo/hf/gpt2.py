@@ -37,13 +37,14 @@ LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
 LINEAR = ("ln_1 attention_norm", "ln_2 ffn_norm", "mlp.c_fc ffn.up_proj", "mlp.c_proj ffn.down_proj")
 
 
-def gpt2_linear_rules(*attention: Rule) -> tuple[Rule, ...]:
-    """GPT-2's weight rows as ``nn.Linear`` holds them (out, in), around a child's ``attention`` rows (GPTBigCode's,
-    GPT-Neo's)."""
+def gpt2_linear_rules(qkv: tuple[Rule, ...], out: str) -> tuple[Rule, ...]:
+    """GPT-2's weight rows as ``nn.Linear`` holds them (out, in), with a child's ``qkv`` rows and its biased output
+    projection ``out`` (a module of each layer): GPTBigCode's, GPT-Neo's."""
     return (
         Rule("transformer.wte.weight", "embedding.token.weight"),
         Rule("transformer.wpe.weight", "positional.embedding.weight"),
-        *attention,
+        *qkv,
+        *(Rule(f"{LAYER}.{out}.{k}", f"{BLOCK}.attention.o_proj.{k}") for k in ("weight", "bias")),
         *(
             Rule(f"{LAYER}.{hf}.{k}", f"{BLOCK}.{zoo}.{k}")
             for hf, zoo in map(str.split, LINEAR)

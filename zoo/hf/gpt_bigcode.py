@@ -5,8 +5,8 @@ attention (``multi_query``: zoo's ``mqa``), scores unscaled where ``scale_attn_w
 
 from __future__ import annotations
 
-from .gpt2 import BLOCK, GPT2, GPT2_ONLY, IGNORED, LAYER, gpt2_linear_rules
-from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Rule, activation_option
+from .gpt2 import GPT2, GPT2_ONLY, IGNORED, LAYER, gpt2_linear_rules
+from .mapping import ACTIVATIONS, HF_ACTIVATIONS, activation_option
 from .rows_neox import fused_qkv
 from .table import Computed, Key, Require, Unread
 
@@ -16,10 +16,7 @@ SOFTMAX = "transformers 5 keeps it but takes every softmax in float32, as zoo do
 GPT_BIGCODE = GPT2.derive(
     "gpt_bigcode",
     classes=("GPTBigCodeForCausalLM",),
-    rules=gpt2_linear_rules(
-        *fused_qkv(f"{LAYER}.attn.c_attn"),
-        *(Rule(f"{LAYER}.attn.c_proj.{k}", f"{BLOCK}.attention.o_proj.{k}") for k in ("weight", "bias")),
-    ),
+    rules=gpt2_linear_rules(fused_qkv(f"{LAYER}.attn.c_attn"), "attn.c_proj"),
     ignored=(*IGNORED, "transformer.bias"),  # the causal-mask buffer of older checkpoints
     recipes=("starcoderbase-1b", "starcoder"),
     drop=("attention.type", *GPT2_ONLY),

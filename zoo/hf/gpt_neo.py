@@ -45,8 +45,8 @@ GPT_NEO = GPT2.derive(
     "gpt_neo",
     classes=("GPTNeoForCausalLM",),
     rules=gpt2_linear_rules(
-        *(Rule(f"{ATTENTION}.{p}_proj.weight", f"{BLOCK}.attention.{p}_proj.weight") for p in "qkv"),
-        *(Rule(f"{ATTENTION}.out_proj.{k}", f"{BLOCK}.attention.o_proj.{k}") for k in ("weight", "bias")),
+        tuple(Rule(f"{ATTENTION}.{p}_proj.weight", f"{BLOCK}.attention.{p}_proj.weight") for p in "qkv"),
+        "attn.attention.out_proj",
     ),
     ignored=(f"{ATTENTION}.bias", f"{ATTENTION}.masked_bias", "lm_head.weight"),  # mask buffers; the tied copy
     recipes=("gpt-neo-1.3b", "gpt-neo-125m"),
