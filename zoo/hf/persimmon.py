@@ -5,26 +5,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .llama import LLAMA
 from .mapping import Rule
 from .rows import PLAIN_ACTIVATION, biases, plain_mlp, rope
 from .rows_classic import mha
-from .rows_neox import fused_qkv, linear_rules, qk_layernorm
-from .table import Fixed, Key
+from .rows_neox import fused_qkv, layernorm, linear_rules, qk_layernorm
+from .table import Key
 
 LAYER = ("input_layernorm attention_norm", "self_attn.dense attention.o_proj")
 QK_NORMS = ("self_attn.q_layernorm attention.q_norm", "self_attn.k_layernorm attention.k_norm")
 MLP = ("post_attention_layernorm ffn_norm", "mlp.dense_h_to_4h ffn.up_proj", "mlp.dense_4h_to_h ffn.down_proj")
-
-
-def qk_norm_is_the_norm(recipe: Any) -> str | None:
-    """A requirement: no q/k norm, or the recipe's own LayerNorm over each head (Persimmon's q/k_layernorm)."""
-    attention = recipe.attention
-    if attention.qk_norm is None or (attention.qk_norm == recipe.norm and attention.qk_norm_scope == "head"):
-        return None
-    return f"attention.qk_norm is {attention.qk_norm.model_dump()}, needs the recipe's norm over each head, or none"
 
 
 PERSIMMON = LLAMA.derive(
@@ -45,9 +35,13 @@ PERSIMMON = LLAMA.derive(
         *mha("num_attention_heads", 64, "attention_dropout", 0.0),
         biases(True, True),
         rope(partial=True),
-        qk_layernorm(True, qk_norm_is_the_norm, ("attention.qk_norm_scope",)),
-        Fixed("norm.type", "layernorm"),
-        Key("layer_norm_eps", "norm.eps", 1e-5),
+        qk_layernorm(
+            True,
+            lambda recipe: recipe.attention.qk_norm_scope == "head",
+            "the recipe's norm over each head, or none",
+            ("attention.qk_norm_scope",),
+        ),
+        *layernorm("layer_norm_eps"),
         plain_mlp(),
         PLAIN_ACTIVATION,
         Key("hidden_dropout", "dropout", 0.0),

@@ -40,15 +40,6 @@ def check_qk_norm(config: dict[str, Any]) -> None:
         )
 
 
-def qk_layernorm_fits(recipe: Any) -> str | None:
-    """A requirement: no q/k norm, or Phi's: the recipe's LayerNorm over each head of d_model / num_heads dims."""
-    qk_norm, heads = recipe.attention.qk_norm, recipe.attention.num_heads
-    implied = recipe.attention.head_dim_for(recipe.d_model) * heads == recipe.d_model
-    if qk_norm is None or (qk_norm == recipe.norm and implied):
-        return None
-    return f"attention.qk_norm is {qk_norm.model_dump()}, needs the norm's over heads of d_model / num_heads (Phi's)"
-
-
 PHI = GPT_NEOX.derive(
     "phi",
     classes=("PhiForCausalLM",),
@@ -67,7 +58,12 @@ PHI = GPT_NEOX.derive(
         PAD,
         *PARALLEL_SHARED,
         biases(True, True),
-        qk_layernorm(False, qk_layernorm_fits, check=check_qk_norm),
+        qk_layernorm(
+            False,
+            lambda recipe: recipe.attention.head_dim_for(recipe.d_model) * recipe.attention.num_heads == recipe.d_model,
+            "the norm's over heads of d_model / num_heads (Phi's)",
+            check=check_qk_norm,
+        ),
         rope(share=0.5, head_dim=True),
         activation_option("hidden_act", "Phi"),
         dropout("resid_pdrop", "embd_pdrop"),

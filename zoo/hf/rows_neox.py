@@ -13,7 +13,7 @@ from typing import Any
 
 from ._common import grouped_qkv
 from .gpt2 import QKV_BIASES, QKV_WEIGHTS
-from .mapping import Requirement, Rule, default_head_dim
+from .mapping import Rule, default_head_dim
 from .rope import (
     hf_partial_rope,
     hf_rope_parameters,
@@ -153,11 +153,22 @@ def one_bias(key: str, default: bool, family: str) -> tuple[Row, ...]:
 
 
 def qk_layernorm(
-    default: bool, fits: Requirement, paths: tuple[str, ...] = (), check: Callable[[dict[str, Any]], None] | None = None
+    default: bool,
+    fits: Callable[[Any], bool],
+    needs: str,
+    paths: tuple[str, ...] = (),
+    check: Callable[[dict[str, Any]], None] | None = None,
 ) -> Computed:
     """``qk_layernorm``: a LayerNorm (of ``layer_norm_eps``) over each head's queries and keys, zoo's ``qk_norm``,
-    or none (Persimmon's, Phi's); ``fits``: what the recipe's must be, ``paths``: other fields it sets, ``check``:
-    refuses a config whose norms transformers cannot build."""
+    or none (Persimmon's, Phi's). On export the recipe's qk_norm is none or its norm where ``fits(recipe)`` (else
+    refused: it ``needs`` ...); ``paths``: other fields the row sets; ``check``: refuses a config whose norms
+    transformers cannot build."""
+
+    def same_norm(recipe: Any) -> str | None:
+        qk_norm = recipe.attention.qk_norm
+        if qk_norm is None or (qk_norm == recipe.norm and fits(recipe)):
+            return None
+        return f"attention.qk_norm is {qk_norm.model_dump()}, needs {needs}"
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         if not config["qk_layernorm"]:
@@ -172,7 +183,7 @@ def qk_layernorm(
         paths=("attention.qk_norm", *paths),
         read=read,
         write=lambda recipe, weights: {"qk_layernorm": recipe.attention.qk_norm is not None},
-        requires={"attention.qk_norm": fits},
+        requires={"attention.qk_norm": same_norm},
     )
 
 

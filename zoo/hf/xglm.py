@@ -11,8 +11,7 @@ from .mapping import Rule
 from .rows_classic import width
 from .table import Fixed, Key, Refused, Unread
 
-# M2M-100's decoder stack as model.*: the shared token table, blocks without cross-attention, the final norm
-LEFT_OUT = ("model.encoder.", "model.decoder.layers.{i}.encoder_attn")
+LEFT_OUT = ("model.encoder.", "model.decoder.layers.{i}.encoder_attn")  # M2M-100's decoder, no cross-attention
 DECODER = {"model.shared.": "model.embed_tokens.", **dict.fromkeys(LEFT_OUT), "model.decoder.": "model."}
 
 XGLM = M2M100.derive(
