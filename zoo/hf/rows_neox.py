@@ -160,9 +160,9 @@ def qk_layernorm(
     check: Callable[[dict[str, Any]], None] | None = None,
 ) -> Computed:
     """``qk_layernorm``: a LayerNorm (of ``layer_norm_eps``) over each head's queries and keys, zoo's ``qk_norm``,
-    or none (Persimmon's, Phi's). On export the recipe's qk_norm is none or its norm where ``fits(recipe)`` (else
-    refused: it ``needs`` ...); ``paths``: other fields the row sets; ``check``: refuses a config whose norms
-    transformers cannot build."""
+    or none (Persimmon's, Phi's). To export, a recipe's qk_norm is none, or its own norm where ``fits(recipe)``
+    (``needs`` says so in the refusal); ``paths``: other fields the row sets; ``check``: refuses a config whose
+    norms transformers cannot build."""
 
     def same_norm(recipe: Any) -> str | None:
         qk_norm = recipe.attention.qk_norm
