@@ -18,6 +18,7 @@ from .rows_neox import dropout
 from .table import Fixed, Key
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
+GATE_UP = (f"{BLOCK}.ffn.gate_proj.weight", f"{BLOCK}.ffn.up_proj.weight")
 
 RULES = (
     Rule("model.embed_tokens.weight", "embedding.token.weight"),
@@ -25,11 +26,7 @@ RULES = (
     Rule(f"{LAYER}.self_attn.qkv_proj.weight", QKV_WEIGHTS, stacked_qkv),
     Rule(f"{LAYER}.self_attn.o_proj.weight", f"{BLOCK}.attention.o_proj.weight"),
     Rule(f"{LAYER}.post_attention_layernorm.weight", f"{BLOCK}.ffn_norm.weight"),
-    Rule(
-        f"{LAYER}.mlp.gate_up_proj.weight",
-        (f"{BLOCK}.ffn.gate_proj.weight", f"{BLOCK}.ffn.up_proj.weight"),
-        SPLIT_GATE_UP,
-    ),
+    Rule(f"{LAYER}.mlp.gate_up_proj.weight", GATE_UP, SPLIT_GATE_UP),
     Rule(f"{LAYER}.mlp.down_proj.weight", f"{BLOCK}.ffn.down_proj.weight"),
     Rule("model.norm.weight", "final_norm.weight"),
     Rule("lm_head.weight", "head.proj.weight"),  # only when untied
