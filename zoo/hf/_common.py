@@ -69,16 +69,23 @@ def rename(name: str, prefixes: Mapping[str, str | None]) -> str | None:
 
 
 def renamed(
-    rules: Iterable[Rule], hf: Mapping[str, str | None], zoo: Mapping[str, str] | None = None
+    rules: Iterable[Rule],
+    hf: Mapping[str, str | None] | None = None,
+    zoo: Mapping[str, str] | None = None,
+    *,
+    parts: Mapping[str, str] | None = None,
 ) -> tuple[Rule, ...]:
     """A parent's weight ``rules`` under a child's names, in the parent's order: in each HF name the first prefix
-    of ``hf`` it starts with becomes that prefix's value, in each zoo name the first of ``zoo``; a rule with an HF
-    name whose prefix maps to None is left out. Transforms and conditions stay the parent's."""
+    of ``hf`` it starts with becomes that prefix's value, then each of ``parts`` becomes its value wherever it
+    occurs (``{".input_layernorm.": ".attention_layernorm."}``); in each zoo name the first prefix of ``zoo``. A rule
+    with an HF name whose prefix maps to None is left out. Transforms and conditions stay the parent's."""
     out = []
     for rule in rules:
-        hf_names = [rename(name, hf) for name in rule.hf_names]
+        hf_names = [rename(name, hf or {}) for name in rule.hf_names]
         if None in hf_names:
             continue
+        for old, new in (parts or {}).items():
+            hf_names = [name.replace(old, new) for name in hf_names]
         zoo_names = [rename(name, zoo or {}) for name in rule.zoo_names]
         new_hf = hf_names[0] if isinstance(rule.hf, str) else tuple(hf_names)
         out.append(replace(rule, hf=new_hf, zoo=zoo_names[0] if isinstance(rule.zoo, str) else tuple(zoo_names)))

@@ -5,8 +5,9 @@ MLP with ``activation: xielu``); its norms are named ``attention_layernorm`` and
 
 from __future__ import annotations
 
+from ._common import renamed
 from .llama import BLOCK, IGNORED, LAYER, LLAMA
-from .mapping import Rule, renamed
+from .mapping import Rule
 from .qwen3 import QK_NORM, QWEN3_RULES
 from .rows import ONE_BIAS, PLAIN_ACTIVATION, heads, plain_mlp
 from .table import Fixed
@@ -17,7 +18,7 @@ LLAMA3_DEFAULT |= {"original_max_position_embeddings": 8192, "low_freq_factor": 
 """What ApertusConfig sets when config.json has no rope_parameters, whatever its rope_theta says."""
 
 RULES = (
-    *renamed(QWEN3_RULES, NORMS),
+    *renamed(QWEN3_RULES, parts=NORMS),
     *(Rule(f"{LAYER}.mlp.act_fn.{p}", f"{BLOCK}.ffn.act.{p}") for p in ("alpha_p", "alpha_n", "beta", "eps")),
 )
 

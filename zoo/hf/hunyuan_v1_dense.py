@@ -10,8 +10,8 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
+from ._common import renamed
 from .llama import LLAMA
-from .mapping import renamed
 from .qwen3 import QWEN3_RULES
 from .rope import rope_theta, rope_type, scaling_parameters
 from .rows import ROPE, qk_norm
@@ -33,7 +33,7 @@ def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
 HUNYUAN_V1_DENSE = LLAMA.derive(
     "hunyuan_v1_dense",
     classes=("HunYuanDenseV1ForCausalLM",),
-    rules=renamed(QWEN3_RULES, {".q_norm.": ".query_layernorm.", ".k_norm.": ".key_layernorm."}),
+    rules=renamed(QWEN3_RULES, parts={".q_norm.": ".query_layernorm.", ".k_norm.": ".key_layernorm."}),
     recipes=("hunyuan-7b",),
     drop=("mlp_bias", "sliding_window"),
     rows=(

@@ -80,21 +80,6 @@ class Rule:
         return (self.zoo,) if isinstance(self.zoo, str) else self.zoo
 
 
-def renamed(rules: Iterable[Rule], names: Mapping[str, str]) -> tuple[Rule, ...]:
-    """A parent's weight table with parts of its HF names replaced (``{".input_layernorm.": ".attention_layernorm."}``):
-    the same zoo names and transforms, in the same order."""
-
-    def rename(hf: str) -> str:
-        for old, new in names.items():
-            hf = hf.replace(old, new)
-        return hf
-
-    return tuple(
-        Rule(rename(r.hf) if isinstance(r.hf, str) else tuple(map(rename, r.hf)), r.zoo, r.transform, r.when)
-        for r in rules
-    )
-
-
 @dataclass(frozen=True)
 class Link:
     """A rule at concrete names: these HF tensors are those zoo tensors."""
