@@ -29,8 +29,9 @@ def folder_tokenizer(folder: Any, recipe: Any) -> Tokenizer | None:
 
     A run or checkpoint: the one it trained with. A Hugging Face folder: its ``tokenizer.json`` (with
     ``tokenizer_config.json``, the chat template and ``generation_config.json``). A zoo model folder: its own
-    ``tokenizer.json``, else the Hugging Face files ``zoo import`` carried into ``hf/``, else UTF-8 bytes when the
-    recipe trains on bytes over 256 ids. Never bytes for a model whose vocabulary is another.
+    ``tokenizer.json``, else the Hugging Face files ``zoo import`` carried into ``hf/``. Either kind without one reads
+    UTF-8 bytes when its recipe trains on bytes over 256 ids (a zoo model saved or exported without its run), and
+    never bytes for a model whose vocabulary is another.
 
     Raises:
         CheckpointError, TrainError: a tokenizer file that is damaged, or larger than the model's vocabulary.
@@ -51,7 +52,7 @@ def folder_tokenizer(folder: Any, recipe: Any) -> Tokenizer | None:
                 raise TrainError(f"{file} does not describe a tokenizer ({exc}): remove it or fix it") from None
         if tokenizer is not None:
             break
-    if tokenizer is None and folder.kind == "model" and recipe.vocab_size == 256 and recipe.train.tokenizer == "byte":
+    if tokenizer is None and recipe.vocab_size == 256 and recipe.train.tokenizer == "byte":
         return ByteTokenizer()
     vocab = getattr(recipe, "vocab_size", None)
     if tokenizer is not None and vocab is not None and tokenizer.vocab_size > vocab:
