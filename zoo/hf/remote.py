@@ -43,6 +43,8 @@ TOLERANCE = 1e-5
 """How far a program's outputs may stray from the model's (fp32) before the export is refused."""
 REMOTE_CODE = "remote code"
 """What a remote-code export is, where a family's name would be (``Conversion.family``)."""
+CHECK_LENGTH = 128
+"""The longest sequence a program is checked on (its ``max_len``, up to this)."""
 PREFIX = "zoo."
 """The weights' names in ``model.safetensors``: the remote model's ``zoo`` module holds zoo's parameters."""
 
@@ -155,7 +157,7 @@ def _entries(model: nn.Module, recipe: Any) -> dict[str, _Entry]:
     batch = Dim("batch", min=1, max=1024)
     length = max(2, min(7, recipe.max_len))
     seq = Dim("seq", min=1, max=recipe.max_len)
-    shapes = [(2, max(1, min(5, recipe.max_len))), (1, 1), (3, recipe.max_len)]
+    shapes = [(2, max(1, min(5, recipe.max_len))), (1, 1), (3, min(CHECK_LENGTH, recipe.max_len))]
     if recipe.architecture == "vit":
         side, channels = recipe.image_size, recipe.num_channels
         images = [torch.randn(n, channels, side, side, generator=torch.Generator().manual_seed(n)) for n in (3, 2, 1)]
@@ -175,7 +177,7 @@ def _entries(model: nn.Module, recipe: Any) -> dict[str, _Entry]:
 
         def inputs(n: int, length: int, seed: int) -> tuple[torch.Tensor, ...]:
             ids, mask = _tokens(recipe, n, length, seed=seed, pad_first=False)
-            return (ids, mask, (ids % 2) if types else None)[: 3 if types else 2]
+            return (ids, mask, ids % recipe.type_vocab_size)[: 3 if types else 2]
 
         checks = [inputs(n, length, seed) for seed, (n, length) in enumerate(shapes, 1)]
         dims = ({0: batch, 1: seq},) * (3 if types else 2)
@@ -269,7 +271,8 @@ def _culprit(model: nn.Module, recipe: Any) -> str | None:
                     continue
                 name = plan[i][kind][0].type
                 plugin = get_registry().get(kind, name).plugin
-                return f"{kind} '{name}' (plugin {plugin}; {stack_name} layer {i})"
+                source = plugin if plugin.startswith("zoo.") else f"plugin {plugin}"  # built in: zoo's module
+                return f"{kind} '{name}' ({source}; {stack_name} layer {i})"
     return None
 
 

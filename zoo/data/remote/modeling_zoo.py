@@ -8,6 +8,8 @@ every step (no key/value cache: the programs have none), so ``generate`` gives z
 zoo's cached decoding.
 """
 
+import os
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -70,6 +72,12 @@ class ZooPreTrainedModel(PreTrainedModel):
         hub = {k: kwargs[k] for k in HUB_ARGUMENTS if kwargs.get(k) is not None}
         model.load_programs(pretrained_model_name_or_path, **hub)
         return model
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' save, and the programs beside the weights (a folder ``from_pretrained`` loads again)."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        for name, program in self._programs.items():
+            torch.export.save(program, os.path.join(str(save_directory), f"{name}.pt2"))
 
     def load_programs(self, path, **hub) -> None:
         """Read the ``torch.export`` programs (``<name>.pt2``) from the folder or Hub repository ``path``."""
