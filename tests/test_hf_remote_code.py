@@ -95,7 +95,7 @@ def test_a_custom_decoder_with_moe_qk_norm_and_a_plugin_mixer_reloads_with_zoos_
     assert (expected[real] - got[real]).abs().max().item() <= TOLERANCE
 
     prompts = [[5, 6, 7, 8, 9], [40, 41]]
-    tokens = generate(model, prompts, max_new_tokens=12, use_cache=False, pad_token_id=0).tokens
+    tokens = generate(model, prompts, max_new_tokens=12, pad_token_id=0).tokens  # zoo decodes from its cache
     assert len(set(tokens[0])) > 2  # not one token repeated
     batch = torch.tensor([[5, 6, 7, 8, 9], [0, 0, 0, 40, 41]])
     hf.generation_config.eos_token_id = None  # zoo's generate above stops at no token
@@ -171,7 +171,7 @@ def test_an_encoder_decoder_reloads_with_zoos_logits_and_greedy_tokens(tmp_path)
     assert (expected - got).abs().max().item() <= TOLERANCE
 
     sources = [[10, 20, 30, 40, 50], [7, 8, 9]]
-    tokens = generate(model, sources, max_new_tokens=8, use_cache=False, pad_token_id=0).tokens
+    tokens = generate(model, sources, max_new_tokens=8, pad_token_id=0).tokens
     assert len(set(tokens[0])) > 2
     batch = torch.tensor([[10, 20, 30, 40, 50], [7, 8, 9, 0, 0]])
     hf.generation_config.eos_token_id = None

@@ -34,6 +34,7 @@ from zoo.errors import HFExportError
 from zoo.files import atomic_write
 
 from .io import write_checkpoint
+from .mapping import dtype_name
 
 __all__ = ["REMOTE_CODE", "TOLERANCE", "RemoteCheckpoint", "closest_families", "remote_checkpoint", "write_remote"]
 
@@ -81,6 +82,8 @@ class _Entry:
     example: tuple[torch.Tensor, ...]
     checks: list[tuple[torch.Tensor, ...]]
     dims: tuple[dict[int, Any] | None, ...]
+    reference: Callable[..., torch.Tensor] | None = None
+    """What the program is checked against, where ``call`` is not the model's own forward."""
 
 
 class _Program(nn.Module):
@@ -107,12 +110,18 @@ class _Holder(nn.Module):
 
 
 def _decoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """``DecoderModel.forward`` without its loss: the embedding, the stack and the head, every position."""
+    """``DecoderModel.forward`` without its loss: the embedding, the stack and the head, every position. (The
+    forward slices the logits for a loss it is not asked for, ``logits[:, :-1]``, and that slice would make
+    torch.export exclude a sequence of two; the program is checked against the forward itself.)"""
     from zoo.architectures import build_mask
 
     mask_4d = build_mask(ids.shape[1], mask, causal=True, device=ids.device)
     hidden = model.run(model.embedding(ids), positions=positions, mask=mask_4d)
     return model.head(hidden, mask=mask)
+
+
+def _decoder_forward(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    return model(ids, attention_mask=mask, positions=positions).logits
 
 
 def _encoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, *types: torch.Tensor) -> torch.Tensor:
@@ -171,7 +180,7 @@ def _entries(model: nn.Module, recipe: Any) -> dict[str, _Entry]:
 
         checks = [inputs(n, length, seed) for seed, (n, length) in enumerate(shapes, 1)]
         dims = ({0: batch, 1: seq},) * 3
-        return {"forward": _Entry(_decoder, inputs(3, length, 0), checks, dims)}
+        return {"forward": _Entry(_decoder, inputs(3, length, 0), checks, dims, reference=_decoder_forward)}
     if recipe.architecture == "encoder":
         types = bool(recipe.type_vocab_size)
 
@@ -222,7 +231,7 @@ def _difference(model: nn.Module, weights: dict[str, torch.Tensor], entry: _Entr
     module, worst = exported.module(), 0.0
     with torch.no_grad():
         for inputs in entry.checks:
-            expected, got = entry.call(model, *inputs), module(weights, *inputs)
+            expected, got = (entry.reference or entry.call)(model, *inputs), module(weights, *inputs)
             if expected.shape != got.shape:
                 return float("inf")
             worst = max(worst, (expected.float() - got.float()).abs().max().item())
@@ -325,7 +334,6 @@ def remote_checkpoint(model: nn.Module) -> RemoteCheckpoint:
             f"recipe '{recipe.name}': the exported program's outputs differ from the model's by {worst:.3g} "
             f"(more than {TOLERANCE:g}); it cannot be exported for trust_remote_code"
         )
-    dtypes = {str(w.dtype).removeprefix("torch.") for w in weights.values()}
     config = {
         "model_type": "zoo",
         "architectures": [hf_class],
@@ -335,7 +343,8 @@ def remote_checkpoint(model: nn.Module) -> RemoteCheckpoint:
         "zoo_programs": list(programs),
         "zoo_inputs": _input_names(recipe),
         "zoo_recipe": recipe.to_dict() if hasattr(recipe, "to_dict") else {"name": recipe.name},
-        "torch_dtype": dtypes.pop() if len(dtypes) == 1 else "float32",
+        "dtype": dtype_name(weights),
+        "zoo_dtype": dtype_name(weights),
         **_model_config(model, recipe),
     }
     state = {PREFIX + n: w for n, w in weights.items()}

@@ -233,5 +233,5 @@ class ZooForImageClassification(ZooPreTrainedModel):
     main_input_name = "pixel_values"
 
     def forward(self, pixel_values=None, labels=None, **kwargs):
-        logits = self._run("forward", pixel_values.to(next(self.zoo.parameters()).dtype))
+        logits = self._run("forward", pixel_values.to(_dtype(self.config.zoo_dtype)))
         return ImageClassifierOutput(loss=_loss(logits, labels), logits=logits)
