@@ -157,6 +157,28 @@ def test_the_readmes_fine_tuned_classifier_exports_as_a_sequence_classifier(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("head", "auto", "hf_class", "field"),
+    [
+        ({"type": "mlm"}, "AutoModelForMaskedLM", "ZooForMaskedLM", "logits"),
+        ({"type": "token_classification"}, "AutoModelForTokenClassification", "ZooForTokenClassification", "logits"),
+        ({"type": "pooler"}, "AutoModel", "ZooModel", "pooler_output"),
+    ],
+)
+def test_every_encoder_head_loads_as_its_auto_class_even_where_a_family_fits(tmp_path, head, auto, hf_class, field):
+    model = _model({"extends": "bert-tiny", "name": "heads", "head": head, "num_classes": 5})
+    zoo.save(model, tmp_path / "zoo")
+    done = export_checkpoint(tmp_path / "zoo", tmp_path / "hf", remote_code=True)
+    assert done.hf_class == hf_class and not any("closest" in note for note in done.notes)
+    hf = getattr(transformers, auto).from_pretrained(tmp_path / "hf", trust_remote_code=True)
+    assert type(hf).__name__ == hf_class
+    ids, mask = _padded(256, left=False)
+    with torch.no_grad():
+        got = getattr(hf(input_ids=ids, attention_mask=mask), field)
+        assert (model(ids, attention_mask=mask).logits - got).abs().max().item() <= TOLERANCE
+
+
+@pytest.mark.slow
 def test_an_encoder_decoder_reloads_with_zoos_logits_and_greedy_tokens(tmp_path):
     model = _model({"extends": "t5-tiny", "name": "t5-layernorm", "norm": {"type": "layernorm", "eps": 1e-6}})
     folder, done = _export(model, tmp_path, "hf")
