@@ -46,7 +46,8 @@ def test_errors_reach_the_apps_error_handler(app, tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["import", str(tmp_path), "--out", str(tmp_path / "zoo")])
     assert isinstance(result.exception, HFImportError)
-    zoo.save(zoo.build("moe-tiny"), tmp_path / "moe")
+    pooled = {"extends": "gpt-tiny", "name": "pooled", "head": {"type": "classification"}, "num_classes": 3}
+    zoo.save(zoo.build(pooled), tmp_path / "moe")  # fits no family, and has no remote-code class
     result = runner.invoke(app, ["export", str(tmp_path / "moe"), "--to", "hf", str(tmp_path / "out")])
     assert isinstance(result.exception, HFExportError)
     result = runner.invoke(app, ["export", str(tmp_path / "moe"), "--to", "onnx", str(tmp_path / "out")])

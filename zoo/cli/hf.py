@@ -56,12 +56,21 @@ def export(
     out: Annotated[Path | None, typer.Argument(help="Folder to write the checkpoint to (or --out).")] = None,
     out_option: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write the checkpoint to.")] = None,
     to: Annotated[ExportFormat, typer.Option("--to", help="Checkpoint format (hf, the only one).")] = ExportFormat.hf,
+    remote_code: Annotated[
+        bool,
+        typer.Option(
+            "--remote-code",
+            help="Write the generated modeling file for trust_remote_code even when a Hugging Face family fits.",
+        ),
+    ] = False,
     force: Force = False,
 ) -> None:
     """Export a model as a Hugging Face checkpoint that transformers.pipeline loads.
 
     Writes config.json and model.safetensors, and the tokenizer (tokenizer.json, tokenizer_config.json)
     and generation_config.json: a run's own tokenizer, or the files an imported checkpoint came with.
+    A model that fits no Hugging Face family (or any, with --remote-code) gets a generated modeling_zoo.py
+    and its torch.export programs: load it with trust_remote_code=True.
     """
     from zoo.errors import ArgumentError
     from zoo.hf import export_checkpoint
@@ -70,7 +79,7 @@ def export(
 
     if (out is None) == (out_option is None):
         raise ArgumentError("give the folder to write to once: zoo export MODEL OUT, or zoo export MODEL --out OUT")
-    done = export_checkpoint(directory, out or out_option, force=force)
+    done = export_checkpoint(directory, out or out_option, force=force, remote_code=remote_code)
     console().print(
         f"[green]Exported[/green] {directory} as {done.hf_class} ([bold]{done.family}[/bold], "
         f"{count(done.parameters)} parameters) -> {done.directory}"

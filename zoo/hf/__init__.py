@@ -22,7 +22,7 @@ import importlib
 import json
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from .io import read_config, read_names, read_weights, write_checkpoint
 from .llama import LLAMA
 from .mapping import Family, compare, expected_shapes, links, to_hf_state, to_zoo_state, unsupported, zoo_tensors
 from .mixtral import MIXTRAL
+from .remote import REMOTE_CODE, closest_families, remote_checkpoint, write_remote
 from .t5 import T5
 from .tokenizer import (
     CARRIED_DIR,
@@ -350,8 +351,15 @@ def _same_config(config: dict[str, Any]) -> Callable[[Path], bool]:
     return same
 
 
-def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = False) -> Conversion:
+def export_checkpoint(
+    zoo_dir: str | Path, out: str | Path, *, force: bool = False, remote_code: bool = False
+) -> Conversion:
     """``zoo export --to hf``: write a model as a HF checkpoint folder that ``transformers.pipeline`` loads.
+
+    A model that fits a family (``family_of``) is written as that family's HF class; one that fits none (or any,
+    with ``remote_code``) as a remote-code export (``zoo.hf.remote``: a generated ``modeling_zoo.py`` and the
+    ``torch.export`` programs that compute it, loaded with ``trust_remote_code=True``), with a note naming the
+    families that came closest. A recipe that names its ``hf_family`` is held to it.
 
     ``zoo_dir`` is any folder ``zoo.locate`` knows: a model folder, a training checkpoint, a run (its latest
     complete checkpoint) or a Hugging Face folder. Besides config.json and the weights, ``out`` receives the
@@ -359,7 +367,8 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = Fal
     in config.json too, and a classifier's class names (``id2label``) from the run that trained it.
 
     Raises:
-        NotAModelFolder: ``zoo_dir`` is none of those folders. HFExportError: the model fits no family.
+        NotAModelFolder: ``zoo_dir`` is none of those folders. HFExportError: the model fits no family and a
+            component of it cannot be exported as remote code (named), or it does not fit its ``hf_family``.
         DestinationError: ``out`` is ``zoo_dir``, or holds something else than this export (without ``force``,
             which replaces it whole).
     """
@@ -370,7 +379,9 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = Fal
     folder = locate(zoo_dir)
     model = load(zoo_dir)
     recipe = model.recipe
-    config, state = _hf_checkpoint(model)
+    family, closest = _export_family(recipe, remote_code)
+    remote = remote_checkpoint(model) if family is None else None
+    config, state = _hf_checkpoint(model) if remote is None else (remote.config, remote.state)
     extra = companions(folder, recipe)
     ids, kept = dict(extra.token_ids), None
     model_pad = config.get("pad_token_id")
@@ -390,9 +401,30 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = Fal
     if generates and extra.token_ids and not any(p.name == GENERATION_CONFIG_FILE for p in extra.copied):
         written[GENERATION_CONFIG_FILE] = generation_config(ids, config)
     with destination(out, what="the export", force=force, same=_same_config(config), reading=(zoo_dir,)):
-        directory = write_checkpoint(out, config, state)
+        directory = (
+            write_checkpoint(out, config, state)
+            if remote is None
+            else write_remote(out, replace(remote, config=config))
+        )
         write_files(directory, written)
         copy_out(extra.copied, directory)
-    family = family_of(recipe)
-    notes = tuple(n for n in (folder.note, extra.note, kept) if n)
-    return Conversion(family.name, family.hf_class(recipe), count_parameters(model), Path(directory), notes)
+    notes = tuple(n for n in (folder.note, closest, extra.note, kept) if n)
+    if remote is None:
+        return Conversion(family.name, family.hf_class(recipe), count_parameters(model), Path(directory), notes)
+    loads = f"load it with trust_remote_code=True (outputs checked against zoo's: max |diff| {remote.max_diff:.1e})"
+    return Conversion(REMOTE_CODE, remote.hf_class, count_parameters(model), Path(directory), (*notes, loads))
+
+
+def _export_family(recipe: Any, remote_code: bool) -> tuple[Family | None, str | None]:
+    """The family an export writes (None: remote code) and, when none fits, the closest ones in one line."""
+    if remote_code:
+        return None, None
+    if getattr(recipe, "hf_family", None) is not None:
+        return family_of(recipe), None
+    misfits = {}
+    for family in families().values():
+        problems = family.misfits(recipe)
+        if not problems:
+            return family, None
+        misfits[family.name] = problems
+    return None, closest_families(recipe.name, misfits)
