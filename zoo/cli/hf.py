@@ -54,11 +54,20 @@ def export(
     out_option: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write the checkpoint to.")] = None,
     to: Annotated[ExportFormat, typer.Option("--to", help="Checkpoint format (hf, the only one).")] = ExportFormat.hf,
     force: Force = False,
+    merge_lora: Annotated[
+        bool,
+        typer.Option(
+            "--merge-lora",
+            help="A LoRA run: fold the adapters into the weights (W + alpha/rank B A). Without it, the base weights "
+            "export and the adapters go to OUT/adapter as a PEFT folder.",
+        ),
+    ] = False,
 ) -> None:
     """Export a model as a Hugging Face checkpoint that transformers.pipeline loads.
 
     Writes config.json and model.safetensors, and the tokenizer (tokenizer.json, tokenizer_config.json)
     and generation_config.json: a run's own tokenizer, or the files an imported checkpoint came with.
+    A LoRA run's adapters: merged (--merge-lora), or in OUT/adapter for peft.PeftModel.from_pretrained.
     """
     from zoo.errors import ArgumentError
     from zoo.hf import export_checkpoint
@@ -67,7 +76,7 @@ def export(
 
     if (out is None) == (out_option is None):
         raise ArgumentError("give the folder to write to once: zoo export MODEL OUT, or zoo export MODEL --out OUT")
-    done = export_checkpoint(directory, out or out_option, force=force)
+    done = export_checkpoint(directory, out or out_option, force=force, merge_lora=merge_lora)
     console().print(
         f"[green]Exported[/green] {directory} as {done.hf_class} ([bold]{done.family}[/bold], "
         f"{count(done.parameters)} parameters) -> {done.directory}"

@@ -32,8 +32,10 @@ from torch import nn
 from zoo.errors import HFExportError, HFImportError
 from zoo.files import CONFIG_FILE, check_weights, destination, read_json
 from zoo.hookspecs import hookimpl
+from zoo.lora import lora_modules
 from zoo.plugins import hf_families
 
+from ._peft import ADAPTER_DIR, peft_files, take_adapters, write_adapter
 from .bert import BERT
 from .checks import config_problems
 from .gpt2 import GPT2
@@ -300,6 +302,8 @@ def _hf_checkpoint(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Te
     recipe = getattr(model, "recipe", None)
     if recipe is None:
         raise HFExportError("this model was not built by zoo.build (it has no .recipe); cannot tell its family")
+    if lora_modules(model):
+        raise HFExportError("the model has LoRA adapters: fold them in first (zoo.lora.merge_lora, --merge-lora)")
     family = family_of(recipe)
     zoo = zoo_tensors(model)
     found, uncovered = links(family.rules, zoo, recipe)
@@ -348,7 +352,9 @@ def _same_config(config: dict[str, Any]) -> Callable[[Path], bool]:
     return same
 
 
-def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = False) -> Conversion:
+def export_checkpoint(
+    zoo_dir: str | Path, out: str | Path, *, force: bool = False, merge_lora: bool = False
+) -> Conversion:
     """``zoo export --to hf``: write a model as a HF checkpoint folder that ``transformers.pipeline`` loads.
 
     ``zoo_dir`` is any folder ``zoo.locate`` knows: a model folder, a training checkpoint, a run (its latest
@@ -356,8 +362,12 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = Fal
     tokenizer and ``generation_config.json`` (see ``zoo.hf.tokenizer.companions``), their bos / eos / pad ids
     in config.json too, and a classifier's class names (``id2label``) from the run that trained it.
 
+    A model trained with LoRA (``train.lora``) exports its base weights, and its adapters as a PEFT folder in
+    ``out/adapter`` (``zoo.hf._peft``); ``merge_lora`` folds them into the weights instead.
+
     Raises:
-        NotAModelFolder: ``zoo_dir`` is none of those folders. HFExportError: the model fits no family.
+        NotAModelFolder: ``zoo_dir`` is none of those folders. HFExportError: the model fits no family;
+            adapters PEFT cannot express (without ``merge_lora``).
         DestinationError: ``out`` is ``zoo_dir``, or holds something else than this export (without ``force``,
             which replaces it whole).
     """
@@ -367,8 +377,11 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = Fal
 
     folder = locate(zoo_dir)
     model = load(zoo_dir)
+    adapters, merged = take_adapters(model, merge=merge_lora, where=str(zoo_dir))  # model: plain from here on
     recipe = model.recipe
     config, state = _hf_checkpoint(model)
+    hf_class = config["architectures"][0]
+    peft = None if adapters is None else peft_files(adapters, model, family_of(recipe), hf_class, set(state))
     extra = companions(folder, recipe)
     ids, kept = dict(extra.token_ids), None
     model_pad = config.get("pad_token_id")
@@ -391,6 +404,9 @@ def export_checkpoint(zoo_dir: str | Path, out: str | Path, *, force: bool = Fal
         directory = write_checkpoint(out, config, state)
         write_files(directory, written)
         copy_out(extra.copied, directory)
+        if peft is not None:
+            adapter = write_adapter(Path(directory) / ADAPTER_DIR, *peft)
+            merged = f"LoRA adapters as a PEFT folder: {adapter} (peft.PeftModel.from_pretrained(model, '{adapter}'))"
     family = family_of(recipe)
-    notes = tuple(n for n in (folder.note, extra.note, kept) if n)
+    notes = tuple(n for n in (folder.note, extra.note, kept, merged) if n)
     return Conversion(family.name, family.hf_class(recipe), count_parameters(model), Path(directory), notes)

@@ -382,8 +382,8 @@ def check_training_state(
                     )
 
 
-FIXED_BY_CHECKPOINT = ("train.tokenizer", "train.objective")
-"""Training settings a checkpoint fixes (its tokenizer and objective): never changed on resume."""
+FIXED_BY_CHECKPOINT = ("train.tokenizer", "train.objective", "train.lora")
+"""Training settings a checkpoint fixes (its tokenizer, objective and adapters): never changed on resume."""
 IGNORED_ON_RESUME = ("description", "expect")
 """Recipe fields that say nothing about the run."""
 
@@ -399,7 +399,8 @@ class Difference:
     @property
     def changeable(self) -> bool:
         """Whether a resumed run can take the new value (``allow_changes``): training settings, the name."""
-        return (self.field == "name" or self.field.startswith("train.")) and self.field not in FIXED_BY_CHECKPOINT
+        fixed = any(self.field == f or self.field.startswith(f"{f}.") for f in FIXED_BY_CHECKPOINT)
+        return (self.field == "name" or self.field.startswith("train.")) and not fixed
 
     def __str__(self) -> str:
         return f"{self.field}: {_shown(self.saved)} → {_shown(self.given)}"
@@ -534,10 +535,12 @@ def _checkpoint_run(run_dir: Path, checkpoint: Path, device: str | torch.device 
     """The run at ``checkpoint``, read whole: a checkpoint that stops being complete while it is read (pruned by
     the trainer) raises ``CheckpointError``, never a run without its tokenizer."""
     from zoo.builder import build
+    from zoo.lora import adapt_as_recipe
 
     info = read_info(checkpoint)
     state = read_model_state(checkpoint)
     model = build(_verified(checkpoint, RECIPE_FILE, info))
+    adapt_as_recipe(model, fresh=False)  # a LoRA run's adapters are in its weights
     check_state_fits(model, state, checkpoint)
     check_finite(state, checkpoint)
     model.load_state_dict(state, strict=True)

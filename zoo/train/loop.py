@@ -56,6 +56,7 @@ from . import checkpoint as ckpt
 from . import distributed as dist
 from .events import TrainEvent, TrainResult
 from .interrupt import Interruptible, TrainInterrupted
+from .lora import adapt
 from .metrics import MetricsWriter
 from .objectives import Objective, describe_batch, make_objective, needs_tokenizer, objective_name, perplexity
 from .optim import autocast, autocast_dtype, lr_factor, parameter_groups
@@ -265,6 +266,8 @@ class Trainer(Checkpointing, Interruptible, Reporting):
                 loaded=self.transfer.loaded,
                 initialised=self.transfer.initialised,
             )
+        if (adapted := adapt(self.model)) is not None:  # train.lora: adapters, every other weight frozen
+            self._emit("notice", 0, message=adapted)
         self.aliases = ckpt.tied_aliases(self.model)
         self.tokenizer = self._tokenizer()
         self.objective: Objective = make_objective(
