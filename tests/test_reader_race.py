@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 import zoo
 import zoo.checkpoint
 import zoo.train.checkpoint as ckpt
+import zoo.train.run
 from zoo.cli import app
 
 SETTINGS = ["--set", "train.steps=4", "--set", "train.checkpoint_interval=2", "--no-summary", "--device", "cpu"]
@@ -45,7 +46,7 @@ def pruned_while_read(monkeypatch, module, name):
 
 def test_load_run_reads_the_newest_again_when_its_checkpoint_is_pruned(run, monkeypatch):
     calls = pruned_while_read(monkeypatch, ckpt, "read_model_state")
-    loaded = ckpt.load_run(run)
+    loaded = zoo.train.run.load_run(run)
     assert calls and calls[0].name == "step-00000004"
     assert loaded.checkpoint.name == "step-00000002" and loaded.tokenizer is not None
 
@@ -68,5 +69,5 @@ def test_a_checkpoint_that_vanishes_after_its_weights_are_read_is_not_a_run_with
         return real(checkpoint)
 
     monkeypatch.setattr(ckpt, "read_tokenizer", vanishing)
-    loaded = ckpt.load_run(run)
+    loaded = zoo.train.run.load_run(run)
     assert seen and loaded.tokenizer is not None and loaded.checkpoint.name == "step-00000002"

@@ -4,7 +4,7 @@ as they stop, a window restarting past a position table; the statistics of a cal
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -99,6 +99,46 @@ def generate(
         RecipeError: an unknown ``kernel``.
         TrainError: an empty prompt, a model that does not generate, or too many positions for the model.
     """
+    steps = generate_steps(
+        model,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        use_cache=use_cache,
+        stop_tokens=stop_tokens,
+        pad_token_id=pad_token_id,
+        static_cache=static_cache,
+        compile=compile,
+        kernel=kernel,
+    )
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def generate_steps(
+    model: nn.Module,
+    prompts: Sequence[Sequence[int]] | torch.Tensor,
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    use_cache: bool = True,
+    stop_tokens: Iterable[int] = (),
+    pad_token_id: int = 0,
+    static_cache: bool = False,
+    compile: bool | str = False,
+    kernel: str | Kernel | None = None,
+) -> Generator[torch.Tensor, None, GenerationOutput]:
+    """``generate``, one step at a time: yields each step's new token of every row, an (N,) tensor (-1 for a row
+    that has stopped), and returns the ``GenerationOutput`` (``StopIteration.value``): what streaming reads."""
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)
     backend = compile_backend(compile, static_cache, use_cache)
     chosen = resolve_kernel(kernel) if kernel is not None else None
@@ -125,7 +165,7 @@ def generate(
                 steps = _encoder_decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
             else:
                 steps = _decoder_steps(model, prompts, max_new_tokens, use_cache, pad_token_id, device, decode)
-            tokens, times, cache = _decode(steps, max_new_tokens, stops, sample, clock)
+            tokens, times, cache = yield from _decode(steps, max_new_tokens, stops, sample, clock)
     finally:
         model.train(was_training)
     end = clock()
@@ -228,8 +268,8 @@ class _Clock:
 
 @torch.no_grad()
 def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock: _Clock):
-    """Drive a step function: sample, feed back, stop rows at a stop token; return (tokens, the time each token
-    was sampled, cache)."""
+    """Drive a step function: sample, feed back, stop rows at a stop token; yield each step's tokens (-1: a row
+    that has stopped); return (tokens, the time each token was sampled, cache)."""
     logits, cache = steps.send(None)  # prefill
     pick = picker(**sample)
     n = logits.size(0)
@@ -249,6 +289,7 @@ def _decode(steps, max_new_tokens: int, stops: torch.Tensor, sample: dict, clock
         else:
             out.append(token)
         times.append(clock())
+        yield out[-1]
         if i == max_new_tokens - 1 or (finished is not None and bool(finished.all())):
             break
         keep = None

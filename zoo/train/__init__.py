@@ -40,19 +40,19 @@ _LAZY = {
     "evaluate": "zoo.train.evaluation",
     "Evaluation": "zoo.train.evaluation",
     "metric_panels": "zoo.train.metrics",
-    "Run": "zoo.train.checkpoint",
-    "load_run": "zoo.train.checkpoint",
+    "Run": "zoo.train.run",
+    "load_run": "zoo.train.run",
     "read_metrics": "zoo.train.metrics",
     "plot_metrics": "zoo.train.metrics",
 }
 
 if TYPE_CHECKING:
-    from .checkpoint import Run, load_run
     from .evaluation import Evaluation, evaluate
     from .events import TrainEvent, TrainResult
     from .interrupt import TrainInterrupted
     from .loop import train
     from .metrics import metric_panels, plot_metrics, read_metrics
+    from .run import Run, load_run
 
 
 def __getattr__(name: str) -> Any:

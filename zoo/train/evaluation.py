@@ -94,6 +94,7 @@ def evaluate(path: str | Path, data: str | Path, *, device: str = "auto", batch_
     """
     from .distributed import pick_device
     from .loop import autocast_dtype, check_sequence_length
+    from .run import no_tokenizer
     from .transfer import read_source
 
     if batch_size is not None and not 1 <= batch_size <= 1 << 20:
@@ -105,14 +106,10 @@ def evaluate(path: str | Path, data: str | Path, *, device: str = "auto", batch_
     name = info.get("objective") or objective_name(recipe)
     seq_len = int(info.get("seq_len") or recipe.train.seq_len or recipe.max_len or 0)
     if needs_tokenizer(name):
-        if tokenizer is None and folder.kind != "hf" and recipe.train.tokenizer == "byte":
-            tokenizer = ByteTokenizer()
+        if isinstance(tokenizer, ByteTokenizer) and folder.kind == "model":
             notes.append(f"{folder.path} has no tokenizer.json: text is read as UTF-8 bytes (train.tokenizer: byte)")
         if tokenizer is None:
-            raise TrainError(
-                f"{folder.given} has no zoo tokenizer (tokenizer.json) to turn {data} into token ids: evaluate the "
-                "run that trained it (zoo train --init-from for an imported model), or a folder with tokenizer.json"
-            )
+            raise no_tokenizer(folder, f"turn {data} into token ids")
         check_sequence_length(recipe, seq_len, name)
     data = Path(data)
     n = batch_size or recipe.train.batch_size

@@ -266,8 +266,7 @@ class Trainer(Checkpointing, Interruptible, Reporting):
                 loaded=self.transfer.loaded,
                 initialised=self.transfer.initialised,
             )
-        if (adapted := adapt(self.model)) is not None:  # train.lora: adapters, every other weight frozen
-            self._emit("notice", 0, message=adapted)
+        adapt(self.model, self._emit)  # train.lora: low-rank adapters, every other weight frozen (zoo.train.lora)
         self.aliases = ckpt.tied_aliases(self.model)
         self.tokenizer = self._tokenizer()
         self.objective: Objective = make_objective(
@@ -320,6 +319,10 @@ class Trainer(Checkpointing, Interruptible, Reporting):
             tokenizer = ckpt.read_tokenizer(self.resume_from)
         elif self.transfer is not None and self.transfer.tokenizer is not None:
             tokenizer = self.transfer.tokenizer  # the ids the imported embeddings were trained on
+        elif self.transfer is not None and self.transfer.imported:  # its embeddings read another tokenizer's ids
+            from .run import no_tokenizer
+
+            raise no_tokenizer(self.transfer.folder, "train it on text with")
         elif self.config.tokenizer == "bpe":
             tokenizer = self._train_bpe()
         else:

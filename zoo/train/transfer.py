@@ -11,7 +11,6 @@ imported embeddings keep meaning the same tokens.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from torch import nn
 from zoo.errors import TrainError
 from zoo.locate import ModelFolder, locate
 
-from .tokenizer import Tokenizer, tokenizer_from_json
+from .tokenizer import Tokenizer
 
 HEAD = "head."
 """The prefix of the head's tensors: the part of a model a fine-tune may replace."""
@@ -38,8 +37,10 @@ class Transfer:
     unused: list[str]
     """Tensors of the folder the model has no place for (its old head)."""
     tokenizer: Tokenizer | None
-    """The folder's tokenizer (runs and checkpoints, or a model folder with tokenizer.json); None: none."""
+    """The folder's tokenizer (``zoo.train.run.folder_tokenizer``); None: none."""
     source_head: str
+    imported: bool = False
+    """The weights come from a Hugging Face checkpoint (a HF folder, or a ``zoo import``): trained on its ids."""
 
     def message(self, head: str) -> str:
         """One notice: what was loaded and what was left at initialisation."""
@@ -69,21 +70,11 @@ def read_source(path: str | Path) -> tuple[nn.Module, ModelFolder, Tokenizer | N
     from zoo.checkpoint import load
     from zoo.lora import merge_lora
 
-    from . import checkpoint as ckpt
+    from .run import folder_tokenizer
 
     folder = locate(path)
     model = merge_lora(load(folder.path))  # a Hugging Face folder is converted; a LoRA run's adapters folded in
-    if folder.kind == "hf":  # its tokenizer is not one of zoo's
-        return model, folder, None
-    if folder.kind in ("checkpoint", "run"):
-        return model, folder, ckpt.read_tokenizer(folder.path)
-    file = folder.path / ckpt.TOKENIZER_FILE
-    if not file.is_file():
-        return model, folder, None
-    try:
-        return model, folder, tokenizer_from_json(json.loads(file.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TrainError) as exc:
-        raise TrainError(f"{file} does not describe a tokenizer ({exc}): remove it or fix it") from None
+    return model, folder, folder_tokenizer(folder, model.recipe)
 
 
 def init_from_folder(model: nn.Module, path: str | Path) -> Transfer:
@@ -119,7 +110,8 @@ def init_from_folder(model: nn.Module, path: str | Path) -> Transfer:
     unused = [n for n in source.state_dict() if n not in kept]  # the folder's old head, what the model lacks
     with torch.no_grad():
         model.load_state_dict({name: theirs[name] for name in loaded}, strict=False)
-    return Transfer(folder, loaded, initialised, unused, tokenizer, source_head)
+    imported = folder.kind == "hf" or getattr(source.recipe, "hf_family", None) is not None
+    return Transfer(folder, loaded, initialised, unused, tokenizer, source_head, imported)
 
 
 def _head_type(model: nn.Module) -> str:
