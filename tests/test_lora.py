@@ -90,8 +90,8 @@ def test_targets_select_kinds_and_names_and_refuse_what_matches_nothing():
 
 
 def test_lora_flag_becomes_train_lora_and_refuses_bad_values():
-    from zoo.cli.train import lora_overrides
     from zoo.recipe import parse_override
+    from zoo.train.lora import lora_assignments as lora_overrides
 
     assert lora_overrides("rank=16,alpha=32,targets=q_proj,v_proj") == [
         "train.lora.rank=16",
@@ -229,3 +229,128 @@ def test_zoo_train_lora_flag_and_export_merge_lora(tmp_path):
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(app, ["train", "llama-tiny", "--out", str(tmp_path / "x"), "--lora", "targets=router"])
     assert result.exit_code != 0 and "'router' matches no adaptable linear" in " ".join(result.output.split())
+
+
+# ---------------------------------------------------------------------------------------------- JSONL and chat data
+
+CHATML = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+CONVERSATIONS = [
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name a colour."},
+        {"role": "assistant", "content": "Blue."},
+        {"role": "user", "content": "Another?"},
+        {"role": "assistant", "content": "Green, then red."},
+    ],
+    [{"role": "user", "content": "Two plus two?"}, {"role": "assistant", "content": "Four."}],
+    [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi!"}],
+]
+
+
+def chat_tokenizer():
+    """A byte-level BPE (the tokenizers library) with ChatML's specials and template, as a checkpoint ships it."""
+    pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from zoo.train.tokenizer import HFTokenizer
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|im_start|>", "<|im_end|>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator([m["content"] for c in CONVERSATIONS for m in c] * 20, trainer)
+    return HFTokenizer(tok, {"chat_template": CHATML, "eos_token": "<|im_end|>", "pad_token": "<|im_end|>"})
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_chat_jsonl_learns_the_assistant_tokens_only(tmp_path):
+    from zoo.train.jsonl import IGNORE, ChatSet, read_jsonl
+    from zoo.train.objectives import make_objective
+
+    tokenizer = chat_tokenizer()
+    data = write_jsonl(tmp_path / "chat.jsonl", [{"messages": c} for c in CONVERSATIONS * 2])
+    kind, records = read_jsonl(data, data.read_text())
+    chats = ChatSet.from_records(data, records, tokenizer, val_fraction=0.2, length=256)
+    for (ids, targets), conversation in zip(chats.train, CONVERSATIONS * 2, strict=False):
+        full = tokenizer.encode(tokenizer.apply_chat_template(conversation))
+        assert ids.tolist() == full[:-1]  # the pieces tokenize as the whole text does
+        learned = [t for t in targets.tolist() if t != IGNORE]
+        answers = "".join(m["content"] + "<|im_end|>\n" for m in conversation if m["role"] == "assistant")
+        assert tokenizer._tok.decode(learned, skip_special_tokens=False) == answers
+        expected: list[int] = []  # ChatML by hand: each header is context, each assistant answer is learned
+        for m in conversation:
+            expected += [IGNORE] * len(tokenizer.encode(f"<|im_start|>{m['role']}\n"))
+            answer = tokenizer.encode(m["content"] + "<|im_end|>\n")
+            expected += answer if m["role"] == "assistant" else [IGNORE] * len(answer)
+        assert targets.tolist() == expected[1:]  # exactly: target i is token i + 1, or -100
+        kept = targets != IGNORE
+        assert sum(kept.tolist()) == len(tokenizer.encode(answers))
+    torch.manual_seed(0)
+    model = zoo.build("llama-tiny", vocab_size=320)
+    recipe = model.recipe
+    objective = make_objective(recipe, model, tokenizer, data, 32)
+    batch = objective.batch(torch.Generator().manual_seed(0), 4)
+    assert batch["input_ids"].shape == batch["targets"].shape == (4, 32)
+    assert torch.isfinite(objective.loss(model, batch))
+    text = write_jsonl(tmp_path / "text.jsonl", [{"text": "Some prose. " * 40}, {"text": "More of it. " * 40}])
+    stream = make_objective(recipe, model, tokenizer, text, 32)
+    assert (stream.batch(torch.Generator().manual_seed(0), 2)["targets"] != IGNORE).all()
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [
+        (['{"text": "a"}', '{"messages": []}'], "line 2: a chat record in a file of text records"),
+        (['{"text": "a"}', "not json"], "line 2: not JSON"),
+        (['{"prompt": "a"}'], "line 1: expected an object with a 'text' string or a 'messages' list"),
+    ],
+)
+def test_jsonl_refuses_a_bad_line_by_number(tmp_path, lines, said):
+    from zoo.errors import TrainError
+    from zoo.train.data import load_documents
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TrainError, match=said):
+        load_documents(data)
+
+
+def test_chat_needs_a_template_and_an_assistant(tmp_path):
+    from zoo.errors import TrainError
+    from zoo.train.jsonl import ChatSet, chat_tokens
+    from zoo.train.tokenizer import ByteTokenizer
+
+    with pytest.raises(TrainError, match="has none: train from an imported chat model"):
+        chat_tokens(ByteTokenizer(), CONVERSATIONS[1], "chat.jsonl, line 1")
+    with pytest.raises(TrainError, match="line 1: no assistant message"):
+        chat_tokens(chat_tokenizer(), CONVERSATIONS[1][:1], "chat.jsonl, line 1")
+    with pytest.raises(TrainError, match="give at least 2"):
+        ChatSet.from_records(
+            tmp_path / "c.jsonl", [(1, CONVERSATIONS[1])], chat_tokenizer(), val_fraction=0.1, length=8
+        )
+
+
+@pytest.mark.slow
+def test_lora_on_chat_jsonl_from_a_model_folder_with_its_chat_template(tmp_path):
+    from zoo.train import train
+
+    tokenizer = chat_tokenizer()
+    torch.manual_seed(0)
+    folder = saved(zoo.build("llama-tiny", vocab_size=320), tmp_path / "model")
+    for name, text in tokenizer.files().items():
+        (folder / name).write_text(text, encoding="utf-8")
+    data = write_jsonl(tmp_path / "chat.jsonl", [{"messages": c} for c in CONVERSATIONS * 4])
+    settings = {**TINY, "train.steps": 2, "train.seq_len": 48, "train.lora": {"rank": 2, "targets": ["q_proj"]}}
+    result = train(folder, out=tmp_path / "run", init_from=folder, data=data, device="cpu", **settings)
+    assert result.eval and all(v == v for v in result.eval.values())  # finite held-out figures
+    assert len(lora_modules(zoo.load(tmp_path / "run"))) == 2

@@ -12,7 +12,8 @@ import typer
 from .build import RECIPE_HELP, Overrides, load_with_overrides
 
 DATA_HELP = (
-    "Your data: a text file or folder of .txt files (language models), a .tsv file (label<TAB>text, "
+    'Your data: a text file or folder of .txt files (language models), a .jsonl file of {"text": ...} or chat '
+    '{"messages": [...]} records (the loss on the assistant turns), a .tsv file (label<TAB>text, '
     "source<TAB>target), or an image folder with one subfolder per class. Default: the embedded data."
 )
 EXIT_INTERRUPTED = 130
@@ -24,48 +25,6 @@ LORA_HELP = (
     "(attention, ffn, all, or projection names: targets=q_proj,v_proj), e.g. --lora rank=16,alpha=32,targets=attention."
     " RECIPE a model folder: its weights are the base (as --init-from)."
 )
-LORA_KEYS = ("rank", "alpha", "dropout", "targets")
-
-
-def lora_overrides(spec: str) -> list[str]:
-    """``--lora rank=16,alpha=32,targets=q_proj,v_proj`` as ``--set train.lora.KEY=VALUE`` assignments (a name
-    without ``=`` after ``targets=`` is one more target)."""
-    from zoo.errors import ArgumentError
-
-    values: dict[str, list[str]] = {}
-    key = None
-    for part in (p.strip() for p in spec.split(",")):
-        name, sep, value = part.partition("=")
-        if sep and name.strip() in LORA_KEYS and name.strip() not in values:
-            key = name.strip()
-            values[key] = [value.strip()]
-        elif not sep and key == "targets" and part:
-            values[key].append(part)
-        else:
-            raise ArgumentError(
-                f"--lora {spec!r}: {part!r} is not one of {', '.join(k + '=' for k in LORA_KEYS)} (each once); write "
-                "e.g. --lora rank=16,alpha=32,targets=attention"
-            )
-    _check_lora(spec, values)
-    out = [f"train.lora.{k}={v[0]}" for k, v in values.items() if k != "targets"]
-    if "targets" in values:
-        out.append(f"train.lora.targets=[{', '.join(values['targets'])}]")
-    return out or ["train.lora={}"]
-
-
-def _check_lora(spec: str, values: dict[str, list[str]]) -> None:
-    """Refuse a value of ``--lora`` by that flag (rather than by the ``--set`` it becomes)."""
-    from pydantic import ValidationError
-
-    from zoo.errors import ArgumentError
-    from zoo.recipe.training import LoRAConfig
-
-    try:
-        LoRAConfig(**{k: v if k == "targets" else v[0] for k, v in values.items()})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "targets"
-        raise ArgumentError(f"--lora {spec!r}: {where}: {error['msg']}") from None
 
 
 class TrainDevice(str, Enum):
@@ -128,7 +87,9 @@ def train(
     from zoo.train.distributed import is_main_process
 
     if lora is not None:
-        set_ = [*(set_ or []), *lora_overrides(lora)]
+        from zoo.train.lora import lora_assignments
+
+        set_ = [*(set_ or []), *lora_assignments(lora)]
         if init_from is None and not resume and Path(recipe).is_dir():
             init_from = Path(recipe)  # adapters on the folder's own weights, not on a fresh initialisation
     with warnings.catch_warnings():  # train() loads it again, and warns then
