@@ -32,8 +32,7 @@ def adapted(
     torch.manual_seed(seed)
     model = zoo.build(recipe, **overrides)
     apply_lora(model, LoRAConfig(rank=4, alpha=8, targets=list(targets)))  # what train.lora does in a run
-    lora = LoRAConfig(rank=4, alpha=8, targets=list(targets))
-    model.recipe = model.recipe.model_copy(update={"train": model.recipe.train.model_copy(update={"lora": lora})})
+    assert model.recipe.train.lora == LoRAConfig(rank=4, alpha=8, targets=list(targets))  # saves as such
     for module in lora_modules(model).values():
         torch.nn.init.normal_(module.lora_B, std=0.05)
     return model.eval()

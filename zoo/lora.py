@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import RecipeError
+from .recipe.training import LoRAConfig
 
 KINDS = ("attention", "ffn")
 """The kinds of projection a component's ``adaptable`` declares; ``all`` selects both."""
@@ -170,9 +171,9 @@ def _set_child(model: nn.Module, name: str, module: nn.Module) -> None:
 def apply_lora(model: nn.Module, config: Any) -> list[str]:
     """Adapt ``model`` in place: freeze every parameter and replace each selected linear by a ``LoRALinear``.
 
-    ``config`` has ``rank``, ``alpha``, ``dropout`` and ``targets`` (``zoo.recipe.training.LoRAConfig``). The
-    adapters are drawn from torch's global generator (seed it for reproducible adapters). Returns the names of
-    the adapted linears.
+    ``config`` has ``rank``, ``alpha``, ``dropout`` and ``targets`` (``zoo.recipe.training.LoRAConfig``, which then
+    becomes ``model.recipe.train.lora``, so the model saves and loads back with its adapters). The adapters are
+    drawn from torch's global generator (seed it for reproducible adapters). Returns the names adapted.
 
     Raises:
         RecipeError: ``targets`` selects nothing (see :func:`select`), or the model is already adapted.
@@ -185,6 +186,10 @@ def apply_lora(model: nn.Module, config: Any) -> list[str]:
     available = adaptable_linears(model)
     for name in names:
         _set_child(model, name, LoRALinear(available[name][1], config.rank, config.alpha, config.dropout))
+    recipe = getattr(model, "recipe", None)
+    if isinstance(config, LoRAConfig) and recipe is not None and recipe.train.lora != config:
+        # The recipe says so too, so that zoo.save writes a folder that loads back with the adapters.
+        model.recipe = recipe.model_copy(update={"train": recipe.train.model_copy(update={"lora": config})})
     return names
 
 
