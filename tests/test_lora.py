@@ -353,3 +353,51 @@ def test_lora_on_chat_jsonl_from_a_model_folder_with_its_chat_template(tmp_path)
     result = train(folder, out=tmp_path / "run", init_from=folder, data=data, device="cpu", **settings)
     assert result.eval and all(v == v for v in result.eval.values())  # finite held-out figures
     assert len(lora_modules(zoo.load(tmp_path / "run"))) == 2
+
+
+DEEPSEEK_TINY = {  # DeepSeek-V2's network at toy size: MLA with a query latent, a dense layer, then MoE
+    "vocab_size": 256,
+    "d_model": 64,
+    "num_layers": 2,
+    "max_len": 64,
+    "attention.num_heads": 2,
+    "attention.kv_lora_rank": 16,
+    "attention.q_lora_rank": 16,
+    "attention.qk_nope_head_dim": 8,
+    "attention.qk_rope_head_dim": 8,
+    "attention.v_head_dim": 8,
+    "attention.scale": 0.3974065412802184,  # what the deepseek_v2 family derives (YaRN's mscale)
+    "positional.original_max_len": 16,
+    "ffn.num_experts": 4,
+    "ffn.top_k": 2,
+    "ffn.expert.hidden": 32,
+    "ffn.shared_expert.hidden": 32,
+    "layers": [{"select": ":1", "ffn": {"type": "swiglu", "hidden": 64}}],
+    "expect": None,
+}
+
+
+@pytest.mark.slow
+def test_mla_adapters_merge_and_load_in_peft_and_moe_mlps_are_refused_for_peft(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from zoo.hf import export_checkpoint
+
+    model = adapted("deepseek-v2-lite", targets=("attention",), **DEEPSEEK_TINY)
+    names = {n.rpartition(".")[2] for n in lora_modules(model)}
+    assert names == {"q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj"}
+    want = logits(model, IDS)
+    export_checkpoint(saved(model, tmp_path / "m"), tmp_path / "hf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+        got = logits(PeftModel.from_pretrained(hf, tmp_path / "hf" / "adapter").eval(), IDS)
+    assert (got - want).abs().max() <= 1e-5
+    merge_lora(model)
+    assert (logits(model, IDS) - want).abs().max() <= 1e-5
+    folder = saved(adapted("deepseek-v2-lite", targets=("ffn",), **DEEPSEEK_TINY), tmp_path / "ffn")
+    with pytest.raises(HFExportError, match="blocks.0.ffn.gate_proj .*fused experts.*--merge-lora"):
+        export_checkpoint(folder, tmp_path / "hf-ffn")

@@ -5,7 +5,8 @@ The folder holds ``adapter_config.json`` (``peft_type: LORA``, ``r``, ``lora_alp
 Hugging Face module names) and ``adapter_model.safetensors`` with PEFT's tensor names
 (``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``). Each adapted zoo linear is found in the
 family's weight table (``mapping.links``): PEFT adapts whole modules, so a linear whose Hugging Face tensor is
-stored another way (GPT-2's ``c_attn`` fuses q, k and v; a transposed Conv1D) is refused by name, and
+stored another way (GPT-2's ``c_attn`` fuses q, k and v; a transposed Conv1D), or that PEFT would read as something
+else (a MoE model's MLP projections, which PEFT maps onto the fused experts), is refused by name, and
 ``--merge-lora`` still exports it.
 """
 
@@ -20,6 +21,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from zoo.components.moe import MoE
 from zoo.errors import HFExportError
 from zoo.lora import lora_state, merge_lora, strip_lora
 
@@ -27,6 +29,9 @@ from .mapping import SAME, Family, links, zoo_tensors
 
 ADAPTER_DIR = "adapter"
 """``OUT/adapter``: the PEFT folder an export of a LoRA model (without ``--merge-lora``) writes."""
+PEFT_MOE_NAMES = frozenset({"gate_proj", "up_proj", "down_proj", "w1", "w2", "w3", "gate"})
+"""Module names that PEFT's transformers-5 conversion of a MoE model's adapter turns into expert parameters,
+whichever module they name (peft.utils.transformers_weight_conversion): refused for the MoE families."""
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
@@ -72,6 +77,7 @@ def peft_files(
     recipe = model.recipe
     found, _ = links(family.rules, zoo_tensors(model), recipe)
     by_zoo = {zoo: link for link in found for zoo in link.zoo}
+    moe = any(isinstance(m, MoE) for m in model.modules())
     tensors: dict[str, torch.Tensor] = {}
     modules: list[str] = []
     for name, (a, b) in adapters.modules.items():
@@ -89,6 +95,11 @@ def peft_files(
             module = module.removeprefix(family.base_prefix)
         if why is None and f"{module}.weight" not in hf_names:
             why = f"the {family.name} layout writes {module}.weight under another name"
+        if why is None and moe and module.rpartition(".")[2] in PEFT_MOE_NAMES:
+            why = (
+                f"{module} is an MLP projection of a mixture-of-experts model, and PEFT (under transformers 5) reads "
+                "such a target as the model's fused experts"
+            )
         if why is not None:
             raise HFExportError(
                 f"the LoRA adapter of {name} cannot be written as a PEFT folder: {why}, and PEFT adapts whole "
