@@ -266,8 +266,7 @@ class Trainer(Checkpointing, Interruptible, Reporting):
                 loaded=self.transfer.loaded,
                 initialised=self.transfer.initialised,
             )
-        adapt(self.model, self._emit)  # train.lora: low-rank adapters, every other weight frozen (zoo.train.lora)
-        self.aliases = ckpt.tied_aliases(self.model)
+        self.aliases = ckpt.tied_aliases(adapt(self.model, self._emit))  # adapt: train.lora's adapters, rest frozen
         self.tokenizer = self._tokenizer()
         self.objective: Objective = make_objective(
             self.recipe, self.model, self.tokenizer, self.data_path, self.seq_len

@@ -15,16 +15,16 @@ from zoo.lora import adapt_as_recipe
 from zoo.recipe.training import LoRAConfig
 
 
-def adapt(model: nn.Module, emit: Callable[..., Any] | None = None) -> str | None:
-    """Adapt ``model`` as its recipe's ``train.lora`` says; the run's notice of it (None: not adapted), also sent
-    as a ``notice`` event through ``emit`` (the trainer's ``_emit``).
+def adapt(model: nn.Module, emit: Callable[..., Any]) -> nn.Module:
+    """Adapt ``model`` as its recipe's ``train.lora`` says (nothing when it has none) and return it; the run's
+    notice of it goes out as a ``notice`` event through ``emit`` (the trainer's ``_emit``).
 
     Raises:
         RecipeError: ``train.lora.targets`` selects no linear of this model (the message lists what it has).
     """
     adapted = adapt_as_recipe(model)
     if not adapted:
-        return None
+        return model
     lora = model.recipe.train.lora
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
@@ -33,9 +33,8 @@ def adapt(model: nn.Module, emit: Callable[..., Any] | None = None) -> str | Non
         f"LoRA rank {lora.rank}, alpha {lora.alpha:g} on {len(adapted)} linears ({kinds}): {trained:,} of {total:,} "
         f"parameters train ({trained / total:.2%}), the rest are frozen"
     )
-    if emit is not None:
-        emit("notice", 0, message=message)
-    return message
+    emit("notice", 0, message=message)
+    return model
 
 
 LORA_KEYS = ("rank", "alpha", "dropout", "targets")

@@ -79,12 +79,7 @@ class GroupedQueryAttention(_Attention):
     """
 
     # LoRA (zoo.lora) may adapt these linears: attribute -> the kind that train.lora.targets selects.
-    adaptable: ClassVar[dict[str, str]] = {
-        "q_proj": "attention",
-        "k_proj": "attention",
-        "v_proj": "attention",
-        "o_proj": "attention",
-    }
+    adaptable: ClassVar[dict[str, str]] = dict.fromkeys(("q_proj", "k_proj", "v_proj", "o_proj"), "attention")
 
     def __init__(
         self,
