@@ -7,7 +7,8 @@ A model may live in four kinds of folder, and each reader (``zoo.load``, ``zoo g
   ``zoo import``, ``zoo.save`` or ``model.save_pretrained``;
 - a **checkpoint** folder: ``runs/x/checkpoints/step-N``, one complete training checkpoint;
 - a **run** folder: ``runs/x`` from ``zoo train``, read at its latest complete checkpoint (said so);
-- a **Hugging Face** folder: ``config.json`` with a ``model_type`` and the weights, converted on the fly.
+- a **Hugging Face** folder: ``config.json`` with a ``model_type`` and the weights, converted on the fly; or a
+  hub id (``Qwen/Qwen3-0.6B``) that is no path on disk: its snapshot in the local hub cache (``zoo.hub``).
 
 ``locate`` only looks at file names (no torch, no weights read), so the recipe layer can use it too.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .errors import ZooError
+from .hub import hub_folder, is_hub_id
 
 __all__ = ["MODEL_KINDS", "ModelFolder", "NotAModelFolder", "locate", "read_newest"]
 
@@ -96,7 +98,8 @@ class ModelFolder:
         if self.kind == "run":
             return f"run {self.given}: its latest complete checkpoint, {self.path.name}"
         if self.kind == "hf":
-            return f"{self.given}: a Hugging Face checkpoint, converted on load"
+            cached = f" (the hub cache's {self.path})" if self.path != self.given else ""
+            return f"{self.given}: a Hugging Face checkpoint{cached}, converted on load"
         return ""
 
 
@@ -116,6 +119,8 @@ def locate(path: str | Path) -> ModelFolder:
             with no complete checkpoint yet says so).
     """
     given = Path(path)
+    if not given.exists() and is_hub_id(path):
+        return ModelFolder("hf", hub_folder(str(path)), given)
     if not given.exists():
         raise NotAModelFolder(f"{given}: no such folder; a model is read from {FOLDER_KINDS_HELP}")
     if not given.is_dir():

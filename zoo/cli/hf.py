@@ -23,7 +23,10 @@ Force = Annotated[bool, typer.Option("--force", help=FORCE_HELP)]
 
 
 def import_(
-    hf_dir: Annotated[Path, typer.Argument(help="Hugging Face checkpoint folder: config.json and the weights.")],
+    hf_dir: Annotated[
+        Path,
+        typer.Argument(help="Hugging Face checkpoint folder (config.json and the weights), or a hub id (owner/name)."),
+    ],
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Folder to write recipe.yaml and model.safetensors to; default models/NAME."),
@@ -31,7 +34,7 @@ def import_(
     dtype: Annotated[Dtype | None, typer.Option("--dtype", help="Cast the weights; default: as stored.")] = None,
     force: Force = False,
 ) -> None:
-    """Import a local Hugging Face checkpoint (GPT-2, BERT, ViT, T5, Llama, Mixtral) as a zoo model folder."""
+    """Import a Hugging Face checkpoint (a folder, or a hub id read from the local hub cache) as a zoo model folder."""
     from zoo.hf import import_checkpoint
 
     from .render import console, count

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -302,8 +303,14 @@ def generate(
         str | None,
         typer.Option("--kernel", help="The attention kernel to decode with (zoo list kernel); default the device's."),
     ] = None,
+    chat: Annotated[
+        bool,
+        typer.Option("--chat", help="Each prompt is a user's turn, written with the checkpoint's chat template."),
+    ] = False,
 ) -> None:
-    """Generate from a trained run: continue each prompt (decoder) or map it to its target (encoder-decoder)."""
+    """Generate from a trained run: continue each prompt (decoder) or map it to its target (encoder-decoder).
+
+    One prompt streams: its text is printed as it is made, and Ctrl-C keeps what was printed (exit 130)."""
     from rich.markup import escape
 
     from zoo.errors import ArgumentError
@@ -338,9 +345,7 @@ def generate(
             stats=stats,
         )
         return
-    texts, st = generate_text(
-        run,
-        prompt,
+    settings = dict(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         top_k=top_k,
@@ -350,11 +355,16 @@ def generate(
         static_cache=static_cache,
         compile=compile,
         kernel=kernel,
+        chat=chat,
     )
     show = console()
     arrow = " -> " if run.maps_source_to_target else ""  # a target, not a continuation
-    for p, text in zip(prompt, texts, strict=True):
-        show.print(f"[dim]{escape(p)}{arrow}[/dim][bold]{escape(text)}[/bold]")
+    if len(prompt) == 1:
+        st = _stream(show, generate_text(run, prompt, stream=True, **settings), f"{prompt[0]}{arrow}")
+    else:
+        texts, st = generate_text(run, prompt, **settings)
+        for p, text in zip(prompt, texts, strict=True):
+            show.print(f"[dim]{escape(p)}{arrow}[/dim][bold]{escape(text)}[/bold]")
     if stats:
         from .render import table
 
@@ -369,6 +379,87 @@ def generate(
         t.add_row("throughput", f"{st.tokens_per_s:,.1f} tokens/s")
         t.add_row("KV cache memory", size(st.cache_bytes) if not no_cache else "none (--no-cache)")
         show.print(t)
+
+
+def chat(
+    model: Annotated[Path, typer.Argument(help="A chat model: a Hugging Face folder, or a zoo import of one.")],
+    system: Annotated[str | None, typer.Option("--system", help="A system message that opens the chat.")] = None,
+    max_new_tokens: Annotated[
+        int, typer.Option("--max-new-tokens", "--new", help="Most tokens of a reply (1 to 2^20).")
+    ] = 512,
+    temperature: Annotated[float, typer.Option("--temperature", help="0: greedy; a finite number >= 0.")] = 0.0,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Sample from the k likeliest (k >= 1).")] = None,
+    top_p: Annotated[
+        float | None, typer.Option("--top-p", help="Sample from the nucleus of mass p, in (0, 1].")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampling (same seed, same replies).")] = None,
+    device: Annotated[TrainDevice, typer.Option("--device", help="auto: CUDA when present.")] = TrainDevice.auto,
+) -> None:
+    """Talk with a chat model: each line you type is a turn, the reply streams, and the KV cache is kept from turn
+    to turn. An empty line, Ctrl-D or /exit ends the chat; Ctrl-C stops it at once (exit 130)."""
+
+    from zoo.generate import ChatSession, check_generation
+    from zoo.train.distributed import pick_device
+
+    from .render import console
+
+    check_generation(max_new_tokens, temperature, top_k, top_p, seed)
+    session = ChatSession(
+        model,
+        system=system,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        device=pick_device(device.value),
+    )
+    _said_what_was_read(model)
+    show = console()
+    while True:
+        try:
+            text = input("> ")
+        except EOFError:
+            break
+        except KeyboardInterrupt:
+            show.print()
+            raise typer.Exit(130) from None
+        if text.strip() in ("", "/exit"):
+            break
+        try:
+            for piece in session.send(text):
+                _write(piece)
+        except KeyboardInterrupt:
+            show.print()
+            raise typer.Exit(130) from None
+        show.print()
+
+
+def _write(piece: str) -> None:
+    """A piece of generated text on stdout as it is (no markup, no wrapping), at once."""
+    sys.stdout.write(piece)
+    sys.stdout.flush()
+
+
+def _stream(show: Any, pieces: Any, prompt: str) -> Any:
+    """Print the prompt, then each piece of text as it comes; return the generation's stats. Ctrl-C keeps what
+    was printed and exits with 130."""
+    from rich.markup import escape
+
+    show.print(f"[dim]{escape(prompt)}[/dim]", end="")
+    show.file.flush()
+    try:
+        while True:
+            try:
+                piece = next(pieces)
+            except StopIteration as done:
+                show.print()
+                return done.value.stats
+            _write(piece)
+    except KeyboardInterrupt:
+        pieces.close()
+        show.print()
+        raise typer.Exit(130) from None
 
 
 def _said_what_was_read(path: Path) -> None:
@@ -472,4 +563,5 @@ def register(app: typer.Typer) -> None:
     app.command()(train)
     app.command("eval")(evaluate)
     app.command()(generate)
+    app.command()(chat)
     app.command()(plot)

@@ -3,7 +3,7 @@ at once or streamed piece by piece, from a plain prompt or a chat (the checkpoin
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,18 +109,23 @@ def prompt_ids(tokenizer: Any, text: str, chat: bool) -> list[int]:
     return tokenizer.encode_chat([{"role": "user", "content": text}])
 
 
-def stream_text(steps: Generator[torch.Tensor, None, Any], tokenizer: Any) -> Iterator[str]:
-    """The text of one row as ``steps`` (``generate_steps``) makes it: each piece once its characters are whole.
+def stream_text(steps: Generator[torch.Tensor, None, Any], tokenizer: Any) -> Generator[str, None, Any]:
+    """The text of one row as ``steps`` (``generate_steps``) makes it, each piece once its characters are whole;
+    returns the ``GenerationOutput`` (``StopIteration.value``).
 
     The pieces joined are the decoded tokens (a piece is held back while the text so far ends in a partial
     character, or while a later token rewrites it, as a tokenizer's decoder may do with spaces)."""
     made: list[int] = []
     shown = ""
     try:
-        for step in steps:
-            token = int(step[0])
-            if token < 0:
+        while True:
+            try:
+                token = int(next(steps)[0])
+            except StopIteration as done:
+                out = done.value
                 break
+            if token < 0:  # the row has stopped (its stop token is not part of the text)
+                continue
             made.append(token)
             text = tokenizer.decode(made)
             if text.endswith("\ufffd") or not text.startswith(shown) or len(text) == len(shown):
@@ -132,6 +137,7 @@ def stream_text(steps: Generator[torch.Tensor, None, Any], tokenizer: Any) -> It
     text = tokenizer.decode(made)
     if text.startswith(shown) and len(text) > len(shown):
         yield text[len(shown) :]
+    return out
 
 
 __all__ = ["GenerationStats", "generate_text", "prompt_ids", "stop_tokens", "stream_text", "text_run"]

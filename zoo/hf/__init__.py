@@ -32,6 +32,7 @@ from torch import nn
 from zoo.errors import HFExportError, HFImportError
 from zoo.files import CONFIG_FILE, check_weights, destination, read_json
 from zoo.hookspecs import hookimpl
+from zoo.hub import resolve
 from zoo.lora import lora_modules
 from zoo.plugins import hf_families
 
@@ -330,6 +331,7 @@ def import_checkpoint(
     from zoo.builder import count_parameters
     from zoo.checkpoint import holds_recipe, save
 
+    hf_dir = resolve(hf_dir)  # a hub id: its snapshot in the local cache
     source = _Source.read(hf_dir)
     model = from_hf(hf_dir, dtype=dtype)
     with destination(out, what="the imported model", force=force, same=holds_recipe(model.recipe), reading=(hf_dir,)):

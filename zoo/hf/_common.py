@@ -1,15 +1,18 @@
 """What hand-written and table families share: fused qkv / gate_up projections whose split depends on the head
-counts (GPT-NeoX's line, Phi-3, GLM, ModernBERT), and a requirement that a component sets no option its family's
-config cannot say (for a family that states its requirements by hand; a table generates it).
+counts (GPT-NeoX's line, Phi-3, GLM, ModernBERT), a parent's weight rules under a child's names (``renamed``), and a
+requirement that a component sets no option its family's config cannot say (for a family that states its
+requirements by hand; a table generates it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from .mapping import Requirement, Transform
+from .mapping import Requirement, Rule, Transform
 
 # ---------------------------------------------------------------------------------------------- fused weights
 
@@ -52,6 +55,34 @@ def grouped_qkv(recipe: Any) -> Transform:
 
 SPLIT_GATE_UP = Transform("split gate|up", lambda t: list(t[0].chunk(2, dim=0)), lambda t: [torch.cat(list(t), dim=0)])
 """A fused ``gate_up_proj`` weight (2H, E): the gate's rows, then the up projection's (Phi-3)."""
+
+
+# ---------------------------------------------------------------------------------------------- renamed rules
+
+
+def rename(name: str, prefixes: Mapping[str, str | None]) -> str | None:
+    """``name`` with the first of ``prefixes`` it starts with replaced by that prefix's value (None: None)."""
+    for old, new in prefixes.items():
+        if name.startswith(old):
+            return None if new is None else new + name[len(old) :]
+    return name
+
+
+def renamed(
+    rules: Iterable[Rule], hf: Mapping[str, str | None], zoo: Mapping[str, str] | None = None
+) -> tuple[Rule, ...]:
+    """A parent's weight ``rules`` under a child's names, in the parent's order: in each HF name the first prefix
+    of ``hf`` it starts with becomes that prefix's value, in each zoo name the first of ``zoo``; a rule with an HF
+    name whose prefix maps to None is left out. Transforms and conditions stay the parent's."""
+    out = []
+    for rule in rules:
+        hf_names = [rename(name, hf) for name in rule.hf_names]
+        if None in hf_names:
+            continue
+        zoo_names = [rename(name, zoo or {}) for name in rule.zoo_names]
+        new_hf = hf_names[0] if isinstance(rule.hf, str) else tuple(hf_names)
+        out.append(replace(rule, hf=new_hf, zoo=zoo_names[0] if isinstance(rule.zoo, str) else tuple(zoo_names)))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------------- requirements

@@ -1,23 +1,32 @@
-"""What the mixture-of-experts families share (Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3): the weight names of
-gated experts, dense layers among the MoE ones (a ``layers:`` override of the FFN: :func:`dense_override`), the
-requirements on both, transformers 5's fused in-memory expert layout, and the widths an export reads off the
-weights.
+"""What the mixture-of-experts families share (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, PhiMoE, Granite-MoE, gpt-oss,
+DeepSeek-V2/V3), as row factories a family calls with its data: the router's and experts' weight names
+(:func:`moe_rules`), the router's keys (:func:`router_rows`), the experts' widths read off the weights and the dense
+layers among the MoE ones (:func:`experts`, a ``layers:`` override of the FFN: :func:`dense_override`), the
+requirements on both, and transformers 5's fused in-memory expert layouts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from zoo.errors import HFImportError
 
-from .mapping import Rule
-from .rows import ACTS, hidden_act
+from .mapping import Option, Requirement, Rule
+from .rows import ACTS, GATED, hidden_act
+from .table import Computed, Fixed, Key, Row, Unread
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 MLP, FFN = f"{LAYER}.mlp", f"{BLOCK}.ffn"
 PROJECTIONS = ("gate", "up", "down")
+
+ROUTER_LOGITS = Unread(
+    "output_router_logits", "whether forward also returns the router logits: an output, not the network"
+)
+"""The router-logits output switch, as PhiMoE and DeepSeek-V2 explain it."""
 
 
 def swiglu_rules(hf: str, zoo: str) -> tuple[Rule, ...]:
@@ -27,6 +36,49 @@ def swiglu_rules(hf: str, zoo: str) -> tuple[Rule, ...]:
 
 DENSE_FFN_RULES = swiglu_rules(MLP, FFN)
 """The plain SwiGLU of a dense layer (the MoE layers' zoo names are ``ffn.router``, ``ffn.experts``, ...)."""
+
+
+def moe_rules(
+    moe: str = MLP,
+    *,
+    router: str = "gate",
+    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+    kinds: tuple[str, ...] = ("weight",),
+    dense: bool = False,
+    shared: str | None = None,
+) -> tuple[Rule, ...]:
+    """The weight names of layer ``{i}``'s MoE module ``moe``: its ``router`` and the experts' gate, up and down
+    projections (``names``; Mixtral's ``w1``, ``w3``, ``w2``), each of ``kinds`` (a weight, and a bias too); with
+    ``dense``, after a dense layer's SwiGLU (``mlp.gate_proj``, ...); with ``shared``, before the shared expert's."""
+    parts = (
+        (router, "router"),
+        *((f"experts.{{e}}.{hf}", f"experts.{{e}}.{p}_proj") for hf, p in zip(names, PROJECTIONS, strict=True)),
+    )
+    return (
+        *(DENSE_FFN_RULES if dense else ()),
+        *(Rule(f"{moe}.{hf}.{kind}", f"{FFN}.{zoo}.{kind}") for hf, zoo in parts for kind in kinds),
+        *(swiglu_rules(f"{moe}.{shared}", f"{FFN}.shared_expert") if shared else ()),
+    )
+
+
+def router_rows(
+    count: str | None,
+    experts: int,
+    top_k: int | None,
+    *,
+    normalize: bool | None = None,
+    aux: str = "router_aux_loss_coef",
+) -> tuple[Row, ...]:
+    """``ffn.type: moe`` and the router's keys: the experts' ``count`` (of default ``experts``; None: a row of the
+    family's reads it), ``num_experts_per_tok``, ``norm_topk_prob`` (where ``normalize`` gives its default) and the
+    load-balancing loss's coefficient, ``aux``."""
+    return (
+        Fixed("ffn.type", "moe"),
+        *((Key(count, "ffn.num_experts", experts),) if count else ()),
+        Key("num_experts_per_tok", "ffn.top_k", top_k),
+        *(() if normalize is None else (Key("norm_topk_prob", "ffn.normalize", normalize, read=bool),)),
+        Key(aux, "ffn.aux_loss_coef", 0.001),
+    )
 
 
 def dense_override(layers: list[int], ffn: dict[str, Any], num_layers: int) -> list[dict[str, Any]]:
@@ -51,13 +103,14 @@ def dense_layers(recipe: Any) -> list[int]:
     return [i for i, placed in enumerate(recipe.layer_plan("decoder")) if placed["ffn"][1] != "ffn"]
 
 
-def gated_ffn_misfit(ffn: Any, where: str, act: str | None) -> str | None:
-    """Why ``ffn`` (a config or spec dict) is not a bias-free gated FFN of activation ``act``, or None."""
+def gated_ffn_misfit(ffn: Any, where: str, act: str | None, owner: str = "these FFNs") -> str | None:
+    """Why ``ffn`` (a config or spec dict) is not a bias-free gated FFN of activation ``act``, or None (``owner``:
+    what the message calls the FFNs)."""
     spec = ffn if isinstance(ffn, dict) else ffn.model_dump()
     if spec.get("type") not in ACTS:
         return f"{where}.type is {spec.get('type')!r}, needs one of {', '.join(map(repr, ACTS))}"
     if spec.get("bias"):
-        return f"{where}.bias is True, needs False (these FFNs have no biases)"
+        return f"{where}.bias is True, needs False ({owner} have no biases)"
     if act is not None and hidden_act(spec) != act:
         return f"{where} computes {hidden_act(spec)}, but the experts {act}: the family has one hidden_act"
     return None
@@ -90,6 +143,123 @@ def fits_experts(recipe: Any) -> str | None:
     if problem is None and recipe.ffn.shared_expert is not None:
         problem = gated_ffn_misfit(recipe.ffn.shared_expert, "ffn.shared_expert", act)
     return problem
+
+
+def dense_first(recipe: Any) -> str | None:
+    """A requirement: the dense layers (if any) come first (``first_k_dense_replace``), alike, of the experts'
+    activation."""
+    problem = only_dense_ffns_differ(recipe)
+    if problem:
+        return problem
+    dense = dense_layers(recipe)
+    if dense != list(range(len(dense))):
+        return f"the dense layers are {dense}; DeepSeek-V3 has them first (first_k_dense_replace)"
+    return None
+
+
+def shared_expert_fits(recipe: Any) -> str | None:
+    """A requirement: a shared expert as wide as a whole number of routed experts (``n_shared_experts``)."""
+    shared, expert = recipe.ffn.shared_expert, recipe.ffn.expert
+    if shared is None:
+        return "ffn.shared_expert is None; DeepSeek-V3 has n_shared_experts >= 1"
+    wide, unit = getattr(shared, "hidden", None), getattr(expert, "hidden", None)
+    if wide is None or unit is None or wide % unit:
+        return (
+            f"ffn.shared_expert.hidden is {wide!r}, needs a multiple of ffn.expert.hidden ({unit!r}): "
+            "DeepSeek-V3's shared expert is n_shared_experts routed experts wide"
+        )
+    return None
+
+
+def fits_moe(recipe: Any) -> str | None:
+    """A requirement of DeepSeek's: bias-free gated experts, a shared expert of whole experts, and at least one MoE
+    layer."""
+    if first_layer(recipe, False) is None:
+        return "every layer is dense; DeepSeek-V3 has MoE layers after its first_k_dense_replace dense ones"
+    return fits_experts(recipe) or shared_expert_fits(recipe)
+
+
+def at_least(key: str, why: str, minimum: int = 1, *, bools: bool = True) -> Option:
+    """A refusal of ``key`` unless it is an integer >= ``minimum`` (a count of experts, of groups, of layers); with
+    ``bools`` False, True and False are refused too."""
+    return Option(key, lambda v: isinstance(v, int) and (bools or not isinstance(v, bool)) and v >= minimum, why)
+
+
+@dataclass(frozen=True)
+class DenseLayers:
+    """How a family's config says which layers are dense (a gated FFN of ``intermediate_size`` in place of the MoE):
+    ``read(config, number of layers)`` gives their indices, ``write(indices)`` the config keys back."""
+
+    keys: Mapping[str, Any]
+    read: Callable[[dict[str, Any], int], list[int]]
+    write: Callable[[list[int]], dict[str, Any]]
+    check: Requirement
+    """What a recipe's ``layers:`` overrides must be for ``write`` to say them."""
+
+
+SPARSE_STEP = DenseLayers(
+    {"decoder_sparse_step": 1, "mlp_only_layers": None},
+    lambda c, n: [i for i in range(n) if i in (c["mlp_only_layers"] or []) or (i + 1) % c["decoder_sparse_step"]],
+    lambda dense: {"decoder_sparse_step": 1, "mlp_only_layers": dense},
+    only_dense_ffns_differ,
+)
+"""Qwen's: the layers in ``mlp_only_layers`` or whose index + 1 is off ``decoder_sparse_step`` (exported as the
+list)."""
+
+FIRST_K = DenseLayers(
+    {"first_k_dense_replace": 0},
+    lambda c, n: list(range(min(c["first_k_dense_replace"], n))),
+    lambda dense: {"first_k_dense_replace": len(dense)},
+    dense_first,
+)
+"""DeepSeek's: the first ``first_k_dense_replace`` layers."""
+
+
+def experts(
+    width: int,
+    dense_width: int,
+    dense: DenseLayers,
+    *,
+    shared: tuple[str, int] | None = None,
+    per_expert: bool = False,
+    fits: Requirement = fits_experts,
+    requires: Mapping[str, Requirement] | None = None,
+) -> Computed:
+    """The routed experts, gated FFNs of ``hidden_act`` and ``moe_intermediate_size`` (default ``width``), a
+    shared expert of the ``shared`` key (with ``per_expert``, a count of routed experts' widths: DeepSeek's
+    ``n_shared_experts``), and the ``dense`` layers' gated FFN of ``intermediate_size``. An export reads the widths
+    off the weights; without a dense layer it writes ``intermediate_size`` as the shared expert's width or, with
+    none, the top-k experts' (what the published configs give). It requires ``fits`` of ``ffn.experts`` and
+    ``dense.check`` of ``layers`` (``requires``: in their place)."""
+    key, default = shared or (None, None)
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        act, n, wide = GATED[config["hidden_act"]], config["num_hidden_layers"], config["moe_intermediate_size"]
+        layers = dense.read(config, n)
+        out: dict[str, Any] = {"ffn.expert": {**act, "hidden": wide}}
+        if key:
+            out["ffn.shared_expert"] = {**act, "hidden": wide * config[key] if per_expert else config[key]}
+        return {**out, "layers": dense_override(layers, {**act, "hidden": config["intermediate_size"]}, n)}
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        wide = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
+        out: dict[str, Any] = {"hidden_act": hidden_act(recipe.ffn.expert), "moe_intermediate_size": wide}
+        whole = weight_rows(weights, recipe, False, "shared_expert.up_proj.weight") if key else None
+        if key:
+            out[key] = whole // wide if per_expert else whole
+        fallback = whole if key else wide * recipe.ffn.top_k  # no dense layer reads it
+        out["intermediate_size"] = weight_rows(weights, recipe, True, "up_proj.weight") or fallback
+        return {**out, **dense.write(dense_layers(recipe))}
+
+    widths = {"moe_intermediate_size": width, **({key: default} if key else {}), "intermediate_size": dense_width}
+    return Computed(
+        "experts",
+        keys={"hidden_act": "silu", **widths, **dense.keys},
+        paths=("ffn.expert", *(("ffn.shared_expert",) if key else ()), "layers"),
+        read=read,
+        write=write,
+        requires={"ffn.experts": fits, "layers": dense.check} if requires is None else requires,
+    )
 
 
 def split_fused_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -1,20 +1,14 @@
-"""BigBird (``BigBirdModel``, ``BigBirdForMaskedLM``, ``BigBirdForSequenceClassification``,
-``BigBirdForTokenClassification``): BERT's post-norm network under BERT's names, with block-sparse attention.
+"""BigBird (``BigBirdModel``, ``ForMaskedLM``, ``ForSequenceClassification``, ``ForTokenClassification``): BERT's
+post-norm network under BERT's names, its attention full (``original_full``) or zoo's block-sparse (``block_sparse``:
+a query sees its block, the two beside it, the first and last blocks and random blocks). Both attend fully to
+sequences of at most ``(5 + 2 * num_random_blocks) * block_size`` tokens; on longer ones the random blocks differ
+(transformers draws them from numpy's state in training and uses none in evaluation; zoo's are fixed by
+``random_seed``), so the sparse outputs are zoo's own there.
 
-``attention_type: original_full`` is BERT's full attention. ``block_sparse`` is zoo's block-sparse attention
-(``attention: {sparse_block_size: block_size, random_blocks: num_random_blocks}``): a query sees its block and
-the two beside it, the first and last (global) blocks and random blocks. Both attend fully to sequences of at most
-``(5 + 2 * num_random_blocks) * block_size`` tokens, where the two give the same outputs; on longer ones the
-random blocks differ (transformers draws them from numpy's random state in training and uses none in
-evaluation; zoo's are a fixed choice of ``random_seed``), so the sparse outputs are zoo's own there.
-
-Every BigBird class holds ``BigBirdModel``'s pooler (``bert.pooler``, a dense layer with tanh), which only the
-bare model applies; the heads keep it as ``spare_pooler`` so that checkpoints come back bit for bit, and the
-masked-LM head of ``BigBirdForPreTraining`` keeps its next-sentence classifier (``cls.seq_relationship``) as
-``spare_nsp``: its ``prediction_logits`` are zoo's logits. The masked
-LM's transform and the sequence classifier's dense layer apply ``hidden_act`` (``gelu_new`` as published), and
-``rescale_embeddings`` multiplies the token embeddings by sqrt(hidden_size).
-"""
+Every class holds ``BigBirdModel``'s pooler (``bert.pooler``), which only the bare model applies: the heads keep it
+as ``spare_pooler``, and ``BigBirdForPreTraining``'s masked LM its next-sentence classifier as ``spare_nsp``, so
+that checkpoints come back bit for bit. The masked LM's transform and the classifier's dense layer apply
+``hidden_act``; ``rescale_embeddings`` multiplies the token embeddings by sqrt(hidden_size)."""
 
 from __future__ import annotations
 
@@ -25,7 +19,7 @@ from zoo.errors import HFImportError
 from .bert import BERT, MLM
 from .mapping import ACTIVATIONS, Rule
 from .rows import BIAS_FIELDS
-from .rows_classic import CLASSIFIER, TOKEN_CLASSIFIER, bert_body, bert_classes, by_head, encoder_heads, named
+from .rows_classic import CLASSIFIERS, bert_body, bert_classes, by_head, encoder_heads, named
 from .table import Computed, Key, Refused, Unread
 
 RULES = (
@@ -38,17 +32,7 @@ RULES = (
     *MLM,
     Rule("cls.seq_relationship.weight", "head.spare_nsp.weight"),  # BigBirdForPreTraining's next-sentence head
     Rule("cls.seq_relationship.bias", "head.spare_nsp.bias"),
-    *CLASSIFIER,
-    *TOKEN_CLASSIFIER,
-)
-
-IGNORED = (
-    "bert.embeddings.position_ids",
-    "bert.embeddings.token_type_ids",
-    "cls.predictions.decoder.weight",  # the tied copy of the word embeddings
-    "cls.predictions.decoder.bias",  # tied embeddings: the same tensor as cls.predictions.bias
-    "cls.seq_relationship.weight",  # the next-sentence head, where a checkpoint of another class holds it
-    "cls.seq_relationship.bias",
+    *CLASSIFIERS,
 )
 
 HEADS = bert_classes("BigBird", pretraining=True)
@@ -127,7 +111,9 @@ BIG_BIRD = BERT.derive(
     "big_bird",
     classes=tuple(HEADS),
     rules=RULES,
-    ignored=IGNORED,
+    ignored=tuple(
+        name for name in BERT.ignored if ".pooler." not in name
+    ),  # BERT's but the pooler: BigBird's heads keep it
     recipes=("bigbird-roberta-base",),
     hf_class=lambda recipe: (
         "BigBirdForPreTraining" if getattr(recipe.head, "spare_nsp", False) else CLASSES[recipe.head.type]

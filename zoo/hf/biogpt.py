@@ -1,33 +1,22 @@
 """BioGPT (``BioGptForCausalLM``): XGLM's fairseq-style decoder with learned positions read two rows on
 (``embed_positions`` has ``max_position_embeddings + 2`` rows: ``positional: {type: learned, offset: 2}``) and
 BERT's names for the config keys. Its LayerNorms keep PyTorch's eps (1e-5): transformers never reads
-``layer_norm_eps``.
-"""
+``layer_norm_eps``."""
 
 from __future__ import annotations
 
-from .bart import FAIRSEQ_LAYER
+from ._common import renamed
 from .mapping import Rule
 from .rows_classic import defers_to, mlp, pad, width
 from .table import Fixed, Key, Unread
 from .xglm import XGLM
 
-RULES = (
-    Rule("biogpt.embed_tokens.weight", "embedding.token.weight"),
-    Rule("biogpt.embed_positions.weight", "positional.embedding.weight"),
-    *(
-        Rule(f"biogpt.layers.{{i}}.{hf}.{k}", f"blocks.{{i}}.{zoo}.{k}")
-        for hf, zoo in FAIRSEQ_LAYER
-        for k in ("weight", "bias")
-    ),
-    *(Rule(f"biogpt.layer_norm.{k}", f"final_norm.{k}") for k in ("weight", "bias")),
-    Rule("output_projection.weight", "head.proj.weight"),  # only when untied
-)
+BODY = renamed(XGLM.rules, {"model.": "biogpt.", "lm_head.": "output_projection."})
 
 BIOGPT = XGLM.derive(
     "biogpt",
     classes=("BioGptForCausalLM",),
-    rules=RULES,
+    rules=(BODY[0], Rule("biogpt.embed_positions.weight", "positional.embedding.weight"), *BODY[1:]),
     ignored=("output_projection.weight",),  # the tied copy of embed_tokens
     base_prefix="biogpt.",
     head_prefixes=("output_projection.",),

@@ -1,10 +1,7 @@
-"""CodeGen (``CodeGenForCausalLM``): GPT-2's config keys around GPT-J's network: attention and MLP read one shared
-LayerNorm of the block's input in parallel, RoPE over the first ``rotary_dim`` dims of each head in adjacent pairs
-(base 10000, fixed in its code), unbiased q/k/v/out projections and a biased, untied LM head.
-
-The fused ``qkv_proj`` (3E rows) is laid out for the 4 devices CodeGen was trained on (``mp_num = 4``): four
-blocks of ``[q | v | k]`` (value before key), E/4 rows of each, the heads in order across the blocks.
-"""
+"""CodeGen (``CodeGenForCausalLM``): GPT-2's config keys around GPT-J's network: attention and MLP in parallel from
+one shared LayerNorm, RoPE over the first ``rotary_dim`` dims of each head in adjacent pairs (base 10000, fixed in
+its code), unbiased q/k/v/out projections and a biased, untied LM head. The fused ``qkv_proj`` is laid out for the 4
+devices CodeGen was trained on (``mp_num``): four blocks of ``[q | v | k]`` (value before key), E/4 rows of each."""
 
 from __future__ import annotations
 
@@ -15,11 +12,11 @@ import torch
 from zoo.components.positional import rotary_dims
 from zoo.errors import HFImportError
 
-from .gpt2 import GPT2, SUMMARY
-from .gpt_bigcode import BLOCK, LAYER
+from .gpt2 import BLOCK, GPT2, GPT2_ONLY, LAYER
 from .mapping import Rule, Transform
 from .rope import rotary_fraction
 from .rows_classic import biases, defers_to
+from .rows_neox import linear_rules
 from .table import Computed, Fixed, Refused, Require, Unread
 
 MP = 4  # CodeGen's mp_num, a constant of its code
@@ -32,13 +29,8 @@ RULES = (
     Rule("transformer.wte.weight", "embedding.token.weight"),
     Rule(f"{LAYER}.attn.qkv_proj.weight", tuple(f"{BLOCK}.attention.{p}_proj.weight" for p in "qkv"), MP_QKV),
     Rule(f"{LAYER}.attn.out_proj.weight", f"{BLOCK}.attention.o_proj.weight"),
-    *(
-        Rule(f"{LAYER}.{hf}.{kind}", f"{BLOCK}.{zoo}.{kind}")
-        for hf, zoo in (("ln_1", "attention_norm"), ("mlp.fc_in", "ffn.up_proj"), ("mlp.fc_out", "ffn.down_proj"))
-        for kind in ("weight", "bias")
-    ),
-    *(Rule(f"transformer.ln_f.{kind}", f"final_norm.{kind}") for kind in ("weight", "bias")),
-    *(Rule(f"lm_head.{kind}", f"head.proj.{kind}") for kind in ("weight", "bias")),
+    *linear_rules(f"{LAYER}.", f"{BLOCK}.", "ln_1 attention_norm", "mlp.fc_in ffn.up_proj", "mlp.fc_out ffn.down_proj"),
+    *linear_rules("", "", "transformer.ln_f final_norm", "lm_head head.proj"),
 )
 
 
@@ -61,8 +53,7 @@ CODEGEN = GPT2.derive(
     rules=RULES,
     ignored=(f"{LAYER}.attn.causal_mask", f"{LAYER}.attn.masked_bias"),  # mask buffers of the checkpoints
     recipes=("codegen-350m-mono", "codegen-2b-mono"),
-    drop=("positional.type", "tie_word_embeddings", "add_cross_attention", "scale_attn_weights")
-    + ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", *SUMMARY),
+    drop=("positional.type", "tie_word_embeddings", "add_cross_attention", *GPT2_ONLY),
     rows=(
         Fixed("block.parallel", True),
         Fixed("block.shared_norm", True),

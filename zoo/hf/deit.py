@@ -1,10 +1,7 @@
-"""DeiT (``DeiTForImageClassificationWithTeacher``, ``DeiTForImageClassification``): ViT with a distillation token.
-
-A second learned token follows [CLS] (zoo's ``embedding: {type: patch, distillation_token: true}``; the position
-table has a row for each). With the teacher, one classifier reads the [CLS] token and another the distillation
-token, and the logits are their average (zoo's ``head: {type: classification, distillation: true}``);
-``DeiTForImageClassification`` classifies the [CLS] token alone. The blocks are ViT's.
-"""
+"""DeiT (``DeiTForImageClassificationWithTeacher``, ``DeiTForImageClassification``): ViT with a distillation token
+following [CLS] (``embedding.distillation_token``; the position table has a row for each). With the teacher, one
+classifier reads [CLS], another the distillation token, the logits their average (``head.distillation``);
+``DeiTForImageClassification`` classifies [CLS] alone."""
 
 from __future__ import annotations
 
@@ -24,12 +21,9 @@ def distilled(recipe: Any) -> bool:
 RULES = (
     *body("deit"),
     Rule("deit.embeddings.distillation_token", "embedding.distillation_token"),
-    Rule("cls_classifier.weight", "head.proj.weight", when=distilled),
-    Rule("cls_classifier.bias", "head.proj.bias", when=distilled),
-    Rule("distillation_classifier.weight", "head.distill_proj.weight"),
-    Rule("distillation_classifier.bias", "head.distill_proj.bias"),
-    Rule("classifier.weight", "head.proj.weight", when=lambda recipe: not distilled(recipe)),
-    Rule("classifier.bias", "head.proj.bias", when=lambda recipe: not distilled(recipe)),
+    *(Rule(f"cls_classifier.{k}", f"head.proj.{k}", when=distilled) for k in ("weight", "bias")),
+    *(Rule(f"distillation_classifier.{k}", f"head.distill_proj.{k}") for k in ("weight", "bias")),
+    *(Rule(f"classifier.{k}", f"head.proj.{k}", when=lambda recipe: not distilled(recipe)) for k in ("weight", "bias")),
 )
 
 DEIT = VIT.derive(

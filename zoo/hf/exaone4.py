@@ -1,8 +1,6 @@
-"""EXAONE 4.0 (``Exaone4ForCausalLM``, LG AI Research): OLMo 2's blocks (a norm on each sub-layer's output inside
-the residual) with QK-norm over each head, and a hybrid attention: ``sliding_attention`` layers slide over
-``sliding_window`` keys with RoPE, ``full_attention`` layers see every key without any position encoding (NoPE).
-With no ``sliding_window`` every layer is a full one with RoPE.
-"""
+"""EXAONE 4.0 (``Exaone4ForCausalLM``, LG AI Research): OLMo 2's blocks with QK-norm over each head, and a hybrid
+attention: ``sliding_attention`` layers slide over ``sliding_window`` keys with RoPE, ``full_attention`` layers see
+every key without any position encoding (NoPE). With no ``sliding_window`` every layer is a full one with RoPE."""
 
 from __future__ import annotations
 
@@ -10,30 +8,22 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
+from .layer_kinds import FULL, SLIDING, layer_kinds, nope, same, slides, sliding_types, windowed
 from .olmo2 import OLMO2
 from .qwen3 import QK_NORM
-from .rows import layer_attentions, only_attention_differs, per_layer_attention, uses_rope
-from .table import Computed, Fixed
-
-NONE = {"type": "none"}
+from .rows import layer_attentions, uses_rope
+from .table import Fixed
 
 
-def read_layers(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    window, n = config["sliding_window"], config["num_hidden_layers"]
-    pattern = config["sliding_window_pattern"] if window is not None else 0
+def fill_types(config: dict[str, Any], lists: dict[str, list[Any]]) -> list[str]:
+    """As Exaone4Config: every ``sliding_window_pattern``-th layer full, the others sliding (with a window)."""
+    pattern = config["sliding_window_pattern"] if config["sliding_window"] is not None else 0
     if config["layer_types"] is None and not isinstance(pattern, int):
         raise HFImportError(
             f"sliding_window_pattern={pattern!r} without layer_types: Exaone4Config derives layer types from an "
             "integer pattern only (transformers cannot build this config either); give layer_types"
         )
-    types = config["layer_types"] or [
-        "sliding_attention" if pattern and (i + 1) % pattern != 0 else "full_attention" for i in range(n)
-    ]
-    if window is None:  # Exaone4Attention rotates every layer and slides none
-        return {}
-    return per_layer_attention(
-        recipe, [{"window": window} if t == "sliding_attention" else {"rotary": NONE} for t in types]
-    )
+    return [SLIDING if pattern and (i + 1) % pattern != 0 else FULL for i in range(config["num_hidden_layers"])]
 
 
 def hybrid(recipe: Any) -> str | None:
@@ -53,13 +43,6 @@ def hybrid(recipe: Any) -> str | None:
     return None
 
 
-def write_layers(recipe: Any, weights: Any) -> dict[str, Any]:
-    attentions = layer_attentions(recipe)
-    window = next((a.window for a in attentions if a.window is not None), None)
-    types = ["full_attention" if a.window is None else "sliding_attention" for a in attentions]
-    return {"sliding_window": window, "layer_types": types}
-
-
 EXAONE4 = OLMO2.derive(
     "exaone4",
     classes=("Exaone4ForCausalLM",),
@@ -68,22 +51,13 @@ EXAONE4 = OLMO2.derive(
     rows=(
         Fixed("attention.bias", False),
         QK_NORM,  # Qwen3's: over each head
-        Computed(
-            "layers",
+        layer_kinds(  # with no sliding_window, Exaone4Attention rotates every layer and slides none
+            layer_types=sliding_types({SLIDING: windowed(slides, same), FULL: windowed(nope, same)}, fill=fill_types),
             keys={"sliding_window": 4096, "sliding_window_pattern": 4, "layer_types": None},
-            paths=("attention.window", "attention.rotary", "layers"),
-            read=read_layers,
-            write=write_layers,
-            requires={"layers": only_attention_differs("window", "rotary"), "attention.rotary": hybrid},
+            requires={"attention.rotary": hybrid},
             legacy=("sliding_window_pattern",),  # layer_types, written, says it per layer
-            last=True,
         ),
     ),
-    defaults={
-        "vocab_size": 102400,
-        "intermediate_size": 16384,
-        "num_key_value_heads": 32,
-        "max_position_embeddings": 2048,
-        "pad_token_id": None,
-    },
+    defaults={"vocab_size": 102400, "intermediate_size": 16384, "num_key_value_heads": 32}
+    | {"max_position_embeddings": 2048, "pad_token_id": None},
 )

@@ -33,6 +33,29 @@ RULES = (
     Rule("lm_head.weight", "head.proj.weight"),  # only when untied: a tied head is the token table
 )
 
+LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
+LINEAR = ("ln_1 attention_norm", "ln_2 ffn_norm", "mlp.c_fc ffn.up_proj", "mlp.c_proj ffn.down_proj")
+
+
+def gpt2_linear_rules(qkv: tuple[Rule, ...], out: str) -> tuple[Rule, ...]:
+    """GPT-2's weight rows as ``nn.Linear`` holds them (out, in), with a child's ``qkv`` rows and its biased output
+    projection ``out`` (a module of each layer): GPTBigCode's, GPT-Neo's."""
+    return (
+        Rule("transformer.wte.weight", "embedding.token.weight"),
+        Rule("transformer.wpe.weight", "positional.embedding.weight"),
+        *qkv,
+        *(Rule(f"{LAYER}.{out}.{k}", f"{BLOCK}.attention.o_proj.{k}") for k in ("weight", "bias")),
+        *(
+            Rule(f"{LAYER}.{hf}.{k}", f"{BLOCK}.{zoo}.{k}")
+            for hf, zoo in map(str.split, LINEAR)
+            for k in ("weight", "bias")
+        ),
+        Rule("transformer.ln_f.weight", "final_norm.weight"),
+        Rule("transformer.ln_f.bias", "final_norm.bias"),
+        Rule("lm_head.weight", "head.proj.weight"),  # only when untied
+    )
+
+
 IGNORED = (
     "transformer.h.{i}.attn.bias",  # causal-mask buffers of older checkpoints
     "transformer.h.{i}.attn.masked_bias",
@@ -40,6 +63,8 @@ IGNORED = (
 )
 
 SUMMARY = ("summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj")
+GPT2_ONLY = ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", *SUMMARY)
+"""GPT-2's keys that its children's configs lack (its score-scaling flags, GPT2DoubleHeadsModel's summary head)."""
 
 GPT2 = family(
     "gpt2",

@@ -1,8 +1,7 @@
 """GPT-Neo (``GPTNeoForCausalLM``): GPT-2's stack with ``nn.Linear`` layers, unbiased q/k/v projections (a biased
 ``out_proj``), scores not scaled by 1/sqrt(head_dim) (zoo's ``attention.scale: 1.0``), and layers that attend
 globally or locally as ``attention_types`` repeats them: a local layer's query sees the ``window_size`` most recent
-keys, itself included (transformers' mask ``tril(1) ^ tril(1, -window_size)``), which is zoo's ``window``.
-"""
+keys, itself included (transformers' mask ``tril(1) ^ tril(1, -window_size)``), which is zoo's ``window``."""
 
 from __future__ import annotations
 
@@ -10,11 +9,10 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .gpt2 import GPT2, SUMMARY
-from .gpt_bigcode import BLOCK, LAYER, linear_rules
+from .gpt2 import BLOCK, GPT2, GPT2_ONLY, LAYER, gpt2_linear_rules
 from .mapping import Rule
 from .rows import biases, per_layer_attention
-from .rows_classic import width
+from .rows_neox import dropout, wider
 from .table import Computed, Fixed, Key, Unread
 from .windows import layer_windows, only_windows_differ
 
@@ -46,15 +44,14 @@ def write_windows(recipe: Any, weights: Any) -> dict[str, Any]:
 GPT_NEO = GPT2.derive(
     "gpt_neo",
     classes=("GPTNeoForCausalLM",),
-    rules=linear_rules(
-        *(Rule(f"{ATTENTION}.{p}_proj.weight", f"{BLOCK}.attention.{p}_proj.weight") for p in "qkv"),
-        *(Rule(f"{ATTENTION}.out_proj.{k}", f"{BLOCK}.attention.o_proj.{k}") for k in ("weight", "bias")),
+    rules=gpt2_linear_rules(
+        tuple(Rule(f"{ATTENTION}.{p}_proj.weight", f"{BLOCK}.attention.{p}_proj.weight") for p in "qkv"),
+        "attn.attention.out_proj",
     ),
     ignored=(f"{ATTENTION}.bias", f"{ATTENTION}.masked_bias", "lm_head.weight"),  # mask buffers; the tied copy
     recipes=("gpt-neo-1.3b", "gpt-neo-125m"),
     drop=("n_positions", "n_embd", "n_layer", "n_head", "attn_pdrop", "resid_pdrop", "embd_pdrop", "layers")
-    + ("add_cross_attention", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn")
-    + SUMMARY,
+    + ("add_cross_attention", *GPT2_ONLY),
     rows=(
         Key("max_position_embeddings", "max_len", 2048),
         Key("hidden_size", "d_model", 2048),
@@ -63,16 +60,8 @@ GPT_NEO = GPT2.derive(
         Key("attention_dropout", "attention.dropout", 0.0),
         Fixed("attention.scale", 1.0),
         biases(False, True),
-        width(
-            "intermediate_size", None, read=lambda c, r: {"ffn.hidden": c["intermediate_size"] or 4 * c["hidden_size"]}
-        ),
-        Computed(  # zoo's one dropout: after each sub-layer and (written, not read) on the embeddings
-            "dropout",
-            {"resid_dropout": 0.0, "embed_dropout": 0.0},
-            ("dropout",),
-            lambda c, r: {"dropout": c["resid_dropout"]},
-            lambda r, w: {"resid_dropout": r.dropout, "embed_dropout": r.dropout},
-        ),
+        wider("intermediate_size", "hidden_size"),
+        dropout("resid_dropout", "embed_dropout"),  # after each sub-layer, and (written, not read) on the embeddings
         Computed(
             "windows",
             keys={"attention_types": DEFAULT_TYPES, "window_size": 256},

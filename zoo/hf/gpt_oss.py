@@ -2,11 +2,8 @@
 query head (``attention.sinks``), sliding-window layers from ``layer_types`` (by default every other layer, the
 first sliding) and a mixture of biased experts: a biased router whose softmax over its top-k logits weights them
 (zoo's softmax renormalised over the top-k), and a clamped SwiGLU, ``min(g, limit) * sigmoid(alpha * min(g,
-limit)) * (clamp(u, -limit, limit) + 1)`` (the swiglu FFN's ``alpha``, ``limit``, ``up_shift``).
-
-The checkpoint holds each layer's experts fused: ``mlp.experts.gate_up_proj`` (X, E, 2H), each expert's gate and
-up columns interleaved, ``gate_up_proj_bias`` (X, 2H), ``down_proj`` (X, H, E), ``down_proj_bias`` (X, E); they
-are imported one expert at a time (``unfuse``) and written back fused (``fuse``).
+limit)) * (clamp(u, -limit, limit) + 1)`` (the swiglu FFN's ``alpha``, ``limit``, ``up_shift``). The checkpoint
+holds each layer's experts fused, gate and up interleaved (``unfuse``, ``fuse``).
 """
 
 from __future__ import annotations
@@ -18,17 +15,17 @@ from typing import Any
 import torch
 
 from . import windows
+from ._moe import BLOCK, LAYER, moe_rules, router_rows
 from .llama import COMMON, IGNORED, LLAMA
 from .mapping import Rule
 from .rows import ROPE
 from .table import Computed, Fixed, Key, Refused, Require, Unread
 
-LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
-PARTS = ("router", *(f"experts.{{e}}.{p}_proj" for p in ("gate", "up", "down")))
+KINDS = ("weight", "bias")
 RULES = (
     *COMMON,
     Rule(f"{LAYER}.self_attn.sinks", f"{BLOCK}.attention.sinks"),
-    *(Rule(f"{LAYER}.mlp.{p}.{k}", f"{BLOCK}.ffn.{p}.{k}") for p in PARTS for k in ("weight", "bias")),
+    *moe_rules(router="router", kinds=KINDS),
 )
 EXPERT = re.compile(r"(.+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.(weight|bias)")
 YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
@@ -36,7 +33,9 @@ YARN["original_max_position_embeddings"] = 4096  # GptOssConfig's rope without r
 
 
 def unfuse(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The fused experts one by one (``mlp.experts.3.gate_proj.weight``, as nn.Linear holds it: (out, in))."""
+    """The fused experts one by one (``mlp.experts.3.gate_proj.weight``, as nn.Linear holds it: (out, in)):
+    ``mlp.experts.gate_up_proj`` (X, E, 2H), each expert's gate and up columns interleaved, ``gate_up_proj_bias``
+    (X, 2H), ``down_proj`` (X, H, E), ``down_proj_bias`` (X, E)."""
     out = {}
     for name, t in state.items():
         experts, _, leaf = name.rpartition(".")
@@ -114,10 +113,7 @@ GPT_OSS = LLAMA.derive(
         Fixed("attention.sinks", True),
         WINDOWS,
         *windows.WINDOW_OPTIONS,
-        Fixed("ffn.type", "moe"),
-        Key("num_local_experts", "ffn.num_experts", 128),
-        Key("num_experts_per_tok", "ffn.top_k", 4),
-        Key("router_aux_loss_coef", "ffn.aux_loss_coef", 0.001),
+        *router_rows("num_local_experts", 128, 4),
         Fixed("ffn.router_bias", True),
         Fixed("ffn.expert.type", "swiglu"),
         Fixed("ffn.expert.bias", True),
@@ -135,16 +131,7 @@ GPT_OSS = LLAMA.derive(
             "tensors: dequantise them first (transformers: Mxfp4Config(dequantize=True), then save_pretrained)",
         ),
     ),
-    defaults={
-        "vocab_size": 201088,
-        "hidden_size": 2880,
-        "num_hidden_layers": 36,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "attention_bias": True,
-        "rope_theta": 150000.0,
-    },
+    defaults={"vocab_size": 201088, "hidden_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64}
+    | {"num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5}
+    | {"attention_bias": True, "rope_theta": 150000.0},
 )

@@ -18,6 +18,7 @@ from typing import Any
 from zoo.errors import HFImportError
 
 from . import qwen2_moe as moe
+from .layer_kinds import rope_every
 from .llama import COMMON, IGNORED, LLAMA
 from .mapping import Rule
 from .rows import GATED, hidden_act, layer_attentions, per_layer_attention, rope, stacked_experts, uses_rope
@@ -38,8 +39,8 @@ LAYOUT, HF_LAYOUT = stacked_experts("feed_forward", "experts.gate_up_proj", "exp
 
 def read_layers(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     """Each layer's attention and FFN, as ``Llama4TextConfig.__post_init__`` fills the lists a config omits."""
-    n, chunk, interval = config["num_hidden_layers"], config["attention_chunk_size"], config["no_rope_layer_interval"]
-    rope_on = config["no_rope_layers"] or [int((i + 1) % interval != 0) for i in range(n)]
+    n, chunk = config["num_hidden_layers"], config["attention_chunk_size"]
+    rope_on = config["no_rope_layers"] or rope_every(config, {})
     types = config["layer_types"] or ["chunked_attention" if r and chunk else "full_attention" for r in rope_on]
     if len(rope_on) < n or len(types) < n or ("chunked_attention" in types and chunk is None):
         raise HFImportError("no_rope_layers and layer_types need an entry per layer, chunks an attention_chunk_size")
@@ -171,15 +172,7 @@ LLAMA4_TEXT = LLAMA.derive(
         ),
         Unread("output_router_logits", "whether forward also returns the router logits: an output, not the network"),
     ),
-    defaults={
-        "vocab_size": 202048,
-        "hidden_size": 5120,
-        "num_hidden_layers": 48,
-        "num_attention_heads": 40,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0,
-    },
+    defaults={"vocab_size": 202048, "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40}
+    | {"num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5}
+    | {"rope_theta": 500000.0},
 )

@@ -1,12 +1,7 @@
-"""M2M-100 (``M2M100ForConditionalGeneration``): a pre-norm encoder-decoder with fairseq's sinusoidal positions,
-numbered from the token ids past the padding, scaled embeddings and a final LayerNorm on each stack.
-
-The position table holds no weights (a non-persistent buffer): all sines, then all cosines, at speeds
-``10000^(-i / (E/2 - 1))`` (zoo's ``positional: {type: sinusoidal, layout: fairseq}``). Positions skip padding:
-the k-th token that is not ``pad_token_id`` reads row ``pad_token_id + k`` and every padding token the zero row
-``pad_token_id``, which is zoo's ``padding_idx: pad`` with ``offset: pad + 1`` (2 for the published pad id 1).
-The blocks are BART's, normalised before each sub-layer; the head is tied and has no bias.
-"""
+"""M2M-100 (``M2M100ForConditionalGeneration``): BART's encoder-decoder normalised before each sub-layer, a final
+LayerNorm on each stack, embeddings scaled, fairseq's sinusoidal positions (a computed buffer: all sines, then all
+cosines, ``positional: {type: sinusoidal, layout: fairseq}``) numbered past the padding: the k-th token that is not
+``pad_token_id`` reads row ``pad_token_id + k``, padding the zero row (``padding_idx: pad, offset: pad + 1``)."""
 
 from __future__ import annotations
 
@@ -17,25 +12,8 @@ from zoo.errors import HFImportError
 from .bart import BART, SHARED_TABLE_WHY, fairseq_layers, norms, stacks
 from .mapping import Rule, activation_option
 from .rows_classic import past_pad
+from .rows_neox import linear_rules
 from .table import Fixed, Refused
-
-RULES = (
-    Rule("model.shared.weight", "embedding.token.weight"),
-    *fairseq_layers(),
-    *(
-        Rule(f"model.{stack}.layer_norm.{kind}", f"{stack}.final_norm.{kind}")
-        for stack in ("encoder", "decoder")
-        for kind in ("weight", "bias")
-    ),
-)
-
-IGNORED = (
-    "model.encoder.embed_tokens.weight",  # copies of model.shared.weight
-    "model.decoder.embed_tokens.weight",
-    "lm_head.weight",
-    "model.encoder.embed_positions.weights",  # the sinusoid tables, computed (older checkpoints stored them)
-    "model.decoder.embed_positions.weights",
-)
 
 
 def positions(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -50,8 +28,14 @@ def positions(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
 M2M100 = BART.derive(
     "m2m_100",
     classes=("M2M100ForConditionalGeneration",),
-    rules=RULES,
-    ignored=IGNORED,
+    rules=(
+        Rule("model.shared.weight", "embedding.token.weight"),
+        *fairseq_layers(),
+        *linear_rules("model.encoder.", "encoder.", "layer_norm final_norm"),
+        *linear_rules("model.decoder.", "decoder.", "layer_norm final_norm"),
+    ),
+    # the sinusoid tables, computed (older checkpoints stored them)
+    ignored=(*BART.ignored, "model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights"),
     head_prefixes=("lm_head.",),
     recipes=("m2m100-418m",),
     drop=("positional.offset", "logits bias", "is_decoder", "classifier_dropout", "forced_eos_token_id"),

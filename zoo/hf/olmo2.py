@@ -6,41 +6,26 @@ One ``attention_bias`` for all four projections; a bias-free gated MLP; an untie
 
 from __future__ import annotations
 
-from .llama import LLAMA
+from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA
 from .mapping import Rule
 from .opt import padding_is_pad
 from .rows import ONE_BIAS, heads, qk_norm
 from .table import Fixed, Require
 
-LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
-
 RULES = (
-    Rule("model.embed_tokens.weight", "embedding.token.weight"),
-    *(
-        Rule(f"{LAYER}.self_attn.{p}_proj.{kind}", f"{BLOCK}.attention.{p}_proj.{kind}")
-        for p in "qkvo"
-        for kind in ("weight", "bias")
-    ),
-    Rule(f"{LAYER}.self_attn.q_norm.weight", f"{BLOCK}.attention.q_norm.weight"),
-    Rule(f"{LAYER}.self_attn.k_norm.weight", f"{BLOCK}.attention.k_norm.weight"),
+    COMMON[0],  # the embeddings
+    *ATTENTION,
+    *(Rule(f"{LAYER}.self_attn.{p}_norm.weight", f"{BLOCK}.attention.{p}_norm.weight") for p in "qk"),
     Rule(f"{LAYER}.post_attention_layernorm.weight", f"{BLOCK}.attention_post_norm.weight"),
     *(Rule(f"{LAYER}.mlp.{p}_proj.weight", f"{BLOCK}.ffn.{p}_proj.weight") for p in ("gate", "up", "down")),
     Rule(f"{LAYER}.post_feedforward_layernorm.weight", f"{BLOCK}.ffn_post_norm.weight"),
-    Rule("model.norm.weight", "final_norm.weight"),
-    Rule("lm_head.weight", "head.proj.weight"),  # only when untied
+    *COMMON[-2:],  # the final norm and the head (only when untied)
 )
-
-IGNORED = (
-    "model.layers.{i}.self_attn.rotary_emb.inv_freq",  # a buffer of older checkpoints
-    "lm_head.weight",  # the tied copy of embed_tokens some checkpoints store
-)
-
 
 OLMO2 = LLAMA.derive(
     "olmo2",
     classes=("Olmo2ForCausalLM",),
     rules=RULES,
-    ignored=IGNORED,
     recipes=("olmo-2-1b",),
     drop=("attention_bias", "mlp_bias", "pretraining_tp", "sliding_window"),
     rows=(

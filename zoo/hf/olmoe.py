@@ -1,8 +1,6 @@
-"""OLMoE (``OlmoeForCausalLM``, OLMoE-1B-7B): Mixtral's network with OLMo 2's QK-norm, one RMSNorm over all of a
-projection's query features and one over the keys' (``qk_norm_scope: projection``), before RoPE; one
-``attention_bias`` for all four projections; experts of ``intermediate_size`` whose top-k softmax probabilities
-are renormalised only with ``norm_topk_prob``. ``clip_qkv`` is refused: OLMoE clamps the queries and keys after
-their norms, zoo's attention before.
+"""OLMoE (``OlmoeForCausalLM``, OLMoE-1B-7B): Mixtral's network with OLMo 2's QK-norm (one RMSNorm over a whole
+projection's queries, one over its keys, before RoPE), one ``attention_bias`` for all four projections, and experts
+renormalised only with ``norm_topk_prob``. OLMoE's ``clip_qkv`` (after the norms) is refused.
 """
 
 from __future__ import annotations
@@ -18,19 +16,16 @@ from .qwen3_moe import QWEN3_MOE
 from .rows import ONE_BIAS, qk_norm
 from .table import Key, Refused, Require
 
+QK_NORM = qk_norm("projection")  # OLMo 2's
+
 
 def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     # q_norm is hidden_size wide and k_norm (hidden_size // heads) * kv_heads: heads of another width fail in HF.
     width = config["hidden_size"] // config["num_attention_heads"]
     if config["head_dim"] not in (None, width):
         raise HFImportError(f"head_dim={config['head_dim']!r}: OLMoE's QK-norm needs hidden_size / heads ({width})")
-    return {
-        "attention.qk_norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]},
-        "attention.qk_norm_scope": "projection",
-    }
+    return QK_NORM.read(config, recipe)
 
-
-QK_NORM = replace(qk_norm("projection"), read=_qk_norm)  # OLMo 2's, refusing heads its norms do not fit
 
 OLMOE = MIXTRAL.derive(
     "olmoe",
@@ -41,7 +36,7 @@ OLMOE = MIXTRAL.derive(
     drop=("sliding_window", "router_jitter_noise", "num_local_experts", "attention.bias"),
     rows=(
         ONE_BIAS,
-        QK_NORM,
+        replace(QK_NORM, read=_qk_norm),  # refusing heads its norms do not fit
         Require("attention.head_dim", default_head_dim),
         Key("num_experts", "ffn.num_experts", 64),
         Key("norm_topk_prob", "ffn.normalize", False, read=bool),
@@ -52,18 +47,7 @@ OLMOE = MIXTRAL.derive(
             export=None,
         ),
     ),
-    defaults={
-        "vocab_size": 50304,
-        "hidden_size": 2048,
-        "intermediate_size": 2048,
-        "num_hidden_layers": 16,
-        "num_attention_heads": 16,
-        "num_key_value_heads": None,
-        "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0,
-        "pad_token_id": 1,
-        "num_experts_per_tok": 8,
-        "router_aux_loss_coef": 0.01,
-    },
+    defaults={"vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 2048, "num_hidden_layers": 16}
+    | {"num_attention_heads": 16, "num_key_value_heads": None, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5}
+    | {"rope_theta": 10000.0, "pad_token_id": 1, "num_experts_per_tok": 8, "router_aux_loss_coef": 0.01},
 )

@@ -1,57 +1,32 @@
 """Persimmon (``PersimmonForCausalLM``): Llama's stack with LayerNorms, RoPE over the leading
 ``partial_rotary_factor`` (0.5) of each head, a LayerNorm over each head's queries and keys before it
 (``qk_layernorm``: zoo's ``qk_norm``, the recipe's norm), biased projections, a biased ReLU² MLP
-(``down(relu(up(x))²)``) and an untied head.
-
-The fused ``query_key_value`` holds, per head, its query, key and value rows (``[H, 3, D]``: ``grouped_qkv``).
-"""
+(``down(relu(up(x))²)``), an untied head and a fused ``query_key_value``."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ._common import grouped_qkv
 from .llama import LLAMA
 from .mapping import Rule
 from .rows import PLAIN_ACTIVATION, biases, plain_mlp, rope
 from .rows_classic import mha
-from .table import Computed, Fixed, Key
+from .rows_neox import fused_qkv, layernorm, linear_rules, qk_layernorm
+from .table import Key
 
-LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
-PARTS = (
-    ("input_layernorm", "attention_norm"),
-    ("self_attn.dense", "attention.o_proj"),
-    ("self_attn.q_layernorm", "attention.q_norm"),
-    ("self_attn.k_layernorm", "attention.k_norm"),
-    ("post_attention_layernorm", "ffn_norm"),
-    ("mlp.dense_h_to_4h", "ffn.up_proj"),
-    ("mlp.dense_4h_to_h", "ffn.down_proj"),
-)
-QKV = tuple(f"{BLOCK}.attention.{p}_proj" for p in "qkv")
-RULES = (
-    Rule("model.embed_tokens.weight", "embedding.token.weight"),
-    *(
-        Rule(f"{LAYER}.self_attn.query_key_value.{k}", tuple(f"{p}.{k}" for p in QKV), grouped_qkv)
-        for k in ("weight", "bias")
-    ),
-    *(Rule(f"{LAYER}.{hf}.{k}", f"{BLOCK}.{zoo}.{k}") for hf, zoo in PARTS for k in ("weight", "bias")),
-    *(Rule(f"model.final_layernorm.{k}", f"final_norm.{k}") for k in ("weight", "bias")),
-    Rule("lm_head.weight", "head.proj.weight"),  # only when untied
-)
-
-
-def qk_norm_is_the_norm(recipe: Any) -> str | None:
-    """A requirement: no q/k norm, or the recipe's own LayerNorm over each head (Persimmon's q/k_layernorm)."""
-    attention = recipe.attention
-    if attention.qk_norm is None or (attention.qk_norm == recipe.norm and attention.qk_norm_scope == "head"):
-        return None
-    return f"attention.qk_norm is {attention.qk_norm.model_dump()}, needs the recipe's norm over each head, or none"
+LAYER = ("input_layernorm attention_norm", "self_attn.dense attention.o_proj")
+QK_NORMS = ("self_attn.q_layernorm attention.q_norm", "self_attn.k_layernorm attention.k_norm")
+MLP = ("post_attention_layernorm ffn_norm", "mlp.dense_h_to_4h ffn.up_proj", "mlp.dense_4h_to_h ffn.down_proj")
 
 
 PERSIMMON = LLAMA.derive(
     "persimmon",
     classes=("PersimmonForCausalLM",),
-    rules=RULES,
+    rules=(
+        Rule("model.embed_tokens.weight", "embedding.token.weight"),
+        *fused_qkv("model.layers.{i}.self_attn.query_key_value"),  # per head [q | k | v] ([H, 3, D])
+        *linear_rules("model.layers.{i}.", "blocks.{i}.", *LAYER, *QK_NORMS, *MLP),
+        *linear_rules("model.", "", "final_layernorm final_norm"),
+        Rule("lm_head.weight", "head.proj.weight"),  # only when untied
+    ),
     ignored=("lm_head.weight",),  # the tied copy of embed_tokens
     recipes=("persimmon-8b-base",),
     drop=("heads", "rms_norm_eps", "attention_bias", "mlp_bias", "pretraining_tp", "sliding_window")
@@ -60,18 +35,13 @@ PERSIMMON = LLAMA.derive(
         *mha("num_attention_heads", 64, "attention_dropout", 0.0),
         biases(True, True),
         rope(partial=True),
-        Computed(
-            "qk_layernorm",
-            keys={"qk_layernorm": True},
-            paths=("attention.qk_norm", "attention.qk_norm_scope"),
-            read=lambda c, r: (
-                {"attention.qk_norm": {"type": "layernorm", "eps": c["layer_norm_eps"]}} if c["qk_layernorm"] else {}
-            ),
-            write=lambda recipe, weights: {"qk_layernorm": recipe.attention.qk_norm is not None},
-            requires={"attention.qk_norm": qk_norm_is_the_norm},
+        qk_layernorm(
+            True,
+            lambda recipe: recipe.attention.qk_norm_scope == "head",
+            "the recipe's norm over each head, or none",
+            ("attention.qk_norm_scope",),
         ),
-        Fixed("norm.type", "layernorm"),
-        Key("layer_norm_eps", "norm.eps", 1e-5),
+        *layernorm("layer_norm_eps"),
         plain_mlp(),
         PLAIN_ACTIVATION,
         Key("hidden_dropout", "dropout", 0.0),

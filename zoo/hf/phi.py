@@ -1,8 +1,7 @@
 """Phi-1, Phi-1.5 and Phi-2 (``PhiForCausalLM``): GPT-NeoX's network with one shared norm for attention and MLP in
 parallel, RoPE over the first ``partial_rotary_factor`` of each head, MHA or GQA (of ``head_dim`` where a config
 gives one), optional LayerNorms of the queries and keys over each head (``qk_layernorm``: one norm shared by all
-heads, zoo's ``qk_norm``), and an untied LM head with a bias.
-"""
+heads, zoo's ``qk_norm``), and an untied LM head with a bias."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from zoo.errors import HFImportError
 from .gpt_neox import GPT_NEOX
 from .mapping import Rule, activation_option
 from .rows import HEADS, PAD, biases
-from .rows_neox import PARALLEL_SHARED, biased_head, dropout, linear_rules, rope
-from .table import Computed
+from .rows_neox import PARALLEL_SHARED, biased_head, dropout, linear_rules, qk_layernorm, rope
 
 LAYER = ("input_layernorm attention_norm", "self_attn.dense attention.o_proj", "mlp.fc1 ffn.up_proj")
 QKV = (*(f"self_attn.{p}_proj attention.{p}_proj" for p in "qkv"), "mlp.fc2 ffn.down_proj")
@@ -33,25 +31,13 @@ def read_heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]
     return {k: v for k, v in out.items() if k != "attention.head_dim" or v != implied(config)}
 
 
-def read_qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+def check_qk_norm(config: dict[str, Any]) -> None:
     """Phi's q/k LayerNorms are hidden_size / heads wide, whatever the heads' width (which then fails)."""
-    if not config["qk_layernorm"]:
-        return {}
     if (config["head_dim"] or implied(config)) != implied(config):
         raise HFImportError(
             f"qk_layernorm with head_dim={config['head_dim']} is not supported: Phi's query/key norms are "
             f"hidden_size / heads = {implied(config)} wide (transformers fails too)"
         )
-    return {"attention.qk_norm": {"type": "layernorm", "eps": config["layer_norm_eps"]}}
-
-
-def qk_layernorm(recipe: Any) -> str | None:
-    """A requirement: no q/k norm, or Phi's: the recipe's LayerNorm over each head of d_model / num_heads dims."""
-    qk_norm, heads = recipe.attention.qk_norm, recipe.attention.num_heads
-    implied = recipe.attention.head_dim_for(recipe.d_model) * heads == recipe.d_model
-    if qk_norm is None or (qk_norm == recipe.norm and implied):
-        return None
-    return f"attention.qk_norm is {qk_norm.model_dump()}, needs the norm's over heads of d_model / num_heads (Phi's)"
 
 
 PHI = GPT_NEOX.derive(
@@ -72,25 +58,17 @@ PHI = GPT_NEOX.derive(
         PAD,
         *PARALLEL_SHARED,
         biases(True, True),
-        Computed(
-            "qk norm",
-            keys={"qk_layernorm": False},
-            paths=("attention.qk_norm",),
-            read=read_qk_norm,
-            write=lambda recipe, weights: {"qk_layernorm": recipe.attention.qk_norm is not None},
-            requires={"attention.qk_norm": qk_layernorm},
+        qk_layernorm(
+            False,
+            lambda recipe: recipe.attention.head_dim_for(recipe.d_model) * recipe.attention.num_heads == recipe.d_model,
+            "the norm's over heads of d_model / num_heads (Phi's)",
+            check=check_qk_norm,
         ),
         rope(share=0.5, head_dim=True),
         activation_option("hidden_act", "Phi"),
         dropout("resid_pdrop", "embd_pdrop"),
         *biased_head("Phi"),
     ),
-    defaults={
-        "vocab_size": 51200,
-        "hidden_size": 2048,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 32,
-        "intermediate_size": 8192,
-        "hidden_act": "gelu_new",
-    },
+    defaults={"vocab_size": 51200, "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 32}
+    | {"intermediate_size": 8192, "hidden_act": "gelu_new"},
 )

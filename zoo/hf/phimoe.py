@@ -4,25 +4,25 @@ picked one after the other, each weighted by its softmax among the experts whose
 ``2 * router_jitter_noise`` of it, not renormalised (zoo's ``scoring: sparsemixer``, transformers' eval mode).
 
 Its rope is transformers' ``PhimoeRotaryEmbedding``, which recomputes LongRoPE's frequencies on every call without
-the sequence length: the short factors at every length, never the long ones, and cos and sin scaled by
-``short_mscale`` (``long_mscale`` past ``original_max_position_embeddings``). zoo imports what it computes: a
-``longrope`` whose long factors are the short ones and whose ``attention_factor`` is the mscale; two different
-mscales (an attention factor that changes with the length) are refused, as is any other scaled rope.
+the sequence length: the short factors at every length, and cos and sin scaled by ``short_mscale`` (``long_mscale``
+past ``original_max_position_embeddings``). zoo imports what it computes: a ``longrope`` whose long factors are the
+short ones and whose ``attention_factor`` is the mscale; two different mscales, or any other scaling, are refused.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.errors import HFImportError
 
+from ._moe import BLOCK, LAYER, ROUTER_LOGITS
 from .mapping import Option, Rule
 from .mixtral import MIXTRAL
 from .rope import hf_rope_parameters, rope_spec, rope_type, scaling_parameters
 from .rows import ONE_BIAS, ROPE
 from .table import Computed, Fixed, Key, Unread
 
-LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 NORMS = (("input", "attention"), ("post_attention", "ffn"))
 RULES = (
     *MIXTRAL.rules,
@@ -84,15 +84,7 @@ PHIMOE = MIXTRAL.derive(
     drop=("attention.bias", "router_jitter_noise"),
     rows=(
         ONE_BIAS,
-        Computed(
-            "rope",
-            keys=ROPE.keys,
-            paths=ROPE.paths,
-            read=read_rope,
-            write=write_rope,
-            requires={**ROPE.requires, "positional.scaling": rope_fits},
-            legacy=ROPE.legacy,
-        ),
+        replace(ROPE, read=read_rope, write=write_rope, requires={**ROPE.requires, "positional.scaling": rope_fits}),
         Option("rope_parameters.rope_type", lambda v: v in (None, *TYPES), TYPE_WHY),
         Option("rope_scaling", lambda v: v is None or rope_type(v) in TYPES, TYPE_WHY),
         Fixed("norm.type", "layernorm"),
@@ -108,16 +100,8 @@ PHIMOE = MIXTRAL.derive(
         Key("router_jitter_noise", "ffn.sparsemixer_eps", 0.01),
         Option("num_experts_per_tok", lambda v: v == 2, "PhiMoE's sparsemixer picks two experts whatever it says"),
         Unread("input_jitter_noise", "noise on the router's input in training only (zoo computes the eval mode)"),
-        Unread("output_router_logits", "whether forward also returns the router logits: an output, not the network"),
+        ROUTER_LOGITS,
     ),
-    defaults={
-        "vocab_size": 32064,
-        "hidden_size": 4096,
-        "intermediate_size": 6400,
-        "num_local_experts": 16,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 1000000.0,
-        "sliding_window": None,
-    },
+    defaults={"vocab_size": 32064, "hidden_size": 4096, "intermediate_size": 6400, "num_local_experts": 16}
+    | {"max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": None},
 )

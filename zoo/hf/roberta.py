@@ -1,14 +1,7 @@
-"""RoBERTa (``RobertaModel``, ``RobertaForMaskedLM``, ``RobertaForSequenceClassification``,
-``RobertaForTokenClassification``): BERT's network with fairseq's positions and its own head names.
-
-Positions are numbered from the token ids: the k-th token that is not ``pad_token_id`` reads row
-``pad_token_id + k`` of ``position_embeddings``, every padding token row ``pad_token_id`` (zoo's
-``positional: {type: learned, offset: pad_token_id + 1, padding_idx: pad_token_id}``), so a table of
-``max_position_embeddings`` rows holds ``max_position_embeddings - pad_token_id - 1`` positions (roberta-base:
-514 rows, 512 positions, ``max_len``). The masked-LM head (``lm_head``) always applies the exact GELU, whatever
-``hidden_act`` says; the sequence classifier (``classifier.dense``, ``classifier.out_proj``) is zoo's
-classification head with a tanh pooler on the first token.
-"""
+"""RoBERTa (``RobertaModel``, ``ForMaskedLM``, ``ForSequenceClassification``, ``ForTokenClassification``): BERT's
+network with fairseq's positions (``past_pad``: a table of ``max_position_embeddings`` rows holds
+``max_position_embeddings - pad_token_id - 1`` positions, ``max_len``; roberta-base: 514 rows, 512 positions) and its
+own head names. Its ``lm_head`` always applies the exact GELU; its sequence classifier pools the first token."""
 
 from __future__ import annotations
 
@@ -16,45 +9,17 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
+from ._common import rename
 from .bert import BERT, fits_head
-from .rows_classic import (
-    CLASSIFIER,
-    TOKEN_CLASSIFIER,
-    bert_body,
-    bert_classes,
-    by_head,
-    encoder_heads,
-    mlm_rules,
-    no_spares,
-    past_pad,
-)
+from .rows_classic import CLASSIFIERS, bert_body, bert_classes, by_head, encoder_heads, mlm_rules, no_spares, past_pad
 
 HEADS = bert_classes("Roberta")
 CLASSES = by_head(HEADS)
 
-RULES = (
-    *bert_body("roberta"),
-    *mlm_rules("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
-    *CLASSIFIER,
-    *TOKEN_CLASSIFIER,
-)
-
-IGNORED = (
-    "roberta.embeddings.position_ids",  # buffers of older checkpoints
-    "roberta.embeddings.token_type_ids",
-    "lm_head.decoder.weight",  # the tied copy of the word embeddings
-    "lm_head.decoder.bias",  # tied embeddings: the same tensor as lm_head.bias
-    "roberta.pooler.dense.weight",  # the heads have no pooler: HF drops it from pre-training checkpoints too
-    "roberta.pooler.dense.bias",
-)
-
 
 def positions(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    """The positions of a table of ``max_position_embeddings`` rows numbered from ``pad_token_id``, and ``max_len``.
-
-    Raises:
-        HFImportError: no pad id (RoBERTa numbers positions from it), or a table too short to hold a position.
-    """
+    """The positions of a table of ``max_position_embeddings`` rows numbered from ``pad_token_id``, and ``max_len``;
+    refused without a pad id (RoBERTa numbers positions from it) or with a table too short to hold a position."""
     pad, rows = config["pad_token_id"], config["max_position_embeddings"]
     if pad is None or pad < 0:
         raise HFImportError(f"pad_token_id={pad!r}: RoBERTa numbers its positions from the pad id; it needs one")
@@ -84,8 +49,13 @@ def roberta_head(recipe: Any) -> str | None:
 ROBERTA = BERT.derive(
     "roberta",
     classes=tuple(HEADS),
-    rules=RULES,
-    ignored=IGNORED,
+    rules=(
+        *bert_body("roberta"),
+        *mlm_rules("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+        *CLASSIFIERS,
+    ),
+    # BERT's but the next-sentence head's: buffers, the tied decoder, the pooler (which the heads have not)
+    ignored=tuple(rename(name, {"bert.": "roberta.", "cls.predictions.": "lm_head."}) for name in BERT.ignored[:6]),
     base_prefix="roberta.",
     head_prefixes=("lm_head.", "classifier."),
     recipes=("roberta-base",),

@@ -254,6 +254,9 @@ TOKEN_CLASSIFIER = (
     Rule("classifier.bias", "head.proj.bias", when=is_head("token_classification")),
 )
 
+CLASSIFIERS = (*CLASSIFIER, *TOKEN_CLASSIFIER)
+"""RoBERTa's and BigBird's sequence and token classifiers."""
+
 
 def mlm_head(config: dict[str, Any], names: frozenset[str] | None, decoder_bias: str) -> dict[str, Any]:
     """The mlm head: tied or not; untied with the spare bias where the checkpoint has the decoder's own bias

@@ -7,6 +7,7 @@ weight rows of their modules, a fused ``query_key_value`` among them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -148,6 +149,41 @@ def one_bias(key: str, default: bool, family: str) -> tuple[Row, ...]:
             write=lambda recipe, weights: {},  # the attention's flag, written by bias_flag
             requires={"ffn.bias": same},
         ),
+    )
+
+
+def qk_layernorm(
+    default: bool,
+    fits: Callable[[Any], bool],
+    needs: str,
+    paths: tuple[str, ...] = (),
+    check: Callable[[dict[str, Any]], None] | None = None,
+) -> Computed:
+    """``qk_layernorm``: a LayerNorm (of ``layer_norm_eps``) over each head's queries and keys, zoo's ``qk_norm``,
+    or none (Persimmon's, Phi's). To export, a recipe's qk_norm is none, or its own norm where ``fits(recipe)``
+    (``needs`` says so in the refusal); ``paths``: other fields the row sets; ``check``: refuses a config whose
+    norms transformers cannot build."""
+
+    def same_norm(recipe: Any) -> str | None:
+        qk_norm = recipe.attention.qk_norm
+        if qk_norm is None or (qk_norm == recipe.norm and fits(recipe)):
+            return None
+        return f"attention.qk_norm is {qk_norm.model_dump()}, needs {needs}"
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        if not config["qk_layernorm"]:
+            return {}
+        if check is not None:
+            check(config)
+        return {"attention.qk_norm": {"type": "layernorm", "eps": config["layer_norm_eps"]}}
+
+    return Computed(
+        "qk_layernorm",
+        keys={"qk_layernorm": default},
+        paths=("attention.qk_norm", *paths),
+        read=read,
+        write=lambda recipe, weights: {"qk_layernorm": recipe.attention.qk_norm is not None},
+        requires={"attention.qk_norm": same_norm},
     )
 
 

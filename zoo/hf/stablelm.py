@@ -1,8 +1,7 @@
-"""StableLM 2 and StableLM 3B 4E1T (``StableLmForCausalLM``): Llama's decoder with LayerNorm (with biases) instead of
-RMSNorm, RoPE over the first ``partial_rotary_factor`` of each head (rotate-half pairs), optional biases on the
-query, key and value projections (``use_qkv_bias``) and, with ``use_parallel_residual``, attention and SwiGLU in
-parallel from one shared norm. Per-head query/key norms (``qk_layernorm``, StableLM 2 12B) are refused.
-"""
+"""StableLM 2 and StableLM 3B 4E1T (``StableLmForCausalLM``): Llama's decoder with biased LayerNorms, RoPE over the
+first ``partial_rotary_factor`` of each head (rotate-half pairs), optional q/k/v biases (``use_qkv_bias``) and, with
+``use_parallel_residual``, attention and SwiGLU in parallel from one shared norm. Per-head query/key norms
+(``qk_layernorm``, StableLM 2 12B) are refused."""
 
 from __future__ import annotations
 
@@ -23,25 +22,17 @@ def one_norm_in_parallel(recipe: Any) -> str | None:
     return None
 
 
-NORM_BIASES = (("model.layers.{i}.input_layernorm", "blocks.{i}.attention_norm"), ("model.norm", "final_norm"))
+# the LayerNorms' biases; post_attention_layernorm is the sequential block's
+NORM_BIASES = ("model.layers.{i}.input_layernorm", "blocks.{i}.attention_norm"), ("model.norm", "final_norm")
+NORM_BIASES += (("model.layers.{i}.post_attention_layernorm", "blocks.{i}.ffn_norm"),)
 
 STABLELM = LLAMA.derive(
     "stablelm",
     classes=("StableLmForCausalLM",),
-    rules=(
-        *LLAMA.rules,
-        *(Rule(f"{hf}.bias", f"{zoo}.bias") for hf, zoo in NORM_BIASES),
-        Rule("model.layers.{i}.post_attention_layernorm.bias", "blocks.{i}.ffn_norm.bias"),  # the sequential block's
-    ),
+    rules=(*LLAMA.rules, *(Rule(f"{hf}.bias", f"{zoo}.bias") for hf, zoo in NORM_BIASES)),
     recipes=("stablelm-2-1.6b",),
-    drop=(
-        "rms_norm_eps",
-        "attention_bias",
-        "mlp_bias",
-        "sliding_window",
-        "pretraining_tp",
-        "rope_parameters.partial_rotary_factor",
-    ),
+    drop=("rms_norm_eps", "attention_bias", "mlp_bias", "sliding_window", "pretraining_tp")
+    + ("rope_parameters.partial_rotary_factor",),
     rows=(
         heads(head_dim=False),
         rope(),
@@ -55,9 +46,7 @@ STABLELM = LLAMA.derive(
             "parallel",  # attention and MLP in parallel read one norm (no post_attention_layernorm)
             keys={"use_parallel_residual": False},
             paths=("block.parallel", "block.shared_norm"),
-            read=lambda config, recipe: dict.fromkeys(
-                ("block.parallel", "block.shared_norm"), bool(config["use_parallel_residual"])
-            ),
+            read=lambda c, r: dict.fromkeys(("block.parallel", "block.shared_norm"), bool(c["use_parallel_residual"])),
             write=lambda recipe, weights: {"use_parallel_residual": recipe.block.parallel},
             requires={"block.shared_norm": one_norm_in_parallel},
         ),
@@ -70,11 +59,6 @@ STABLELM = LLAMA.derive(
             export=False,
         ),
     ),
-    defaults={
-        "vocab_size": 50304,
-        "intermediate_size": 6912,
-        "hidden_size": 2560,
-        "num_key_value_heads": 32,
-        "max_position_embeddings": 4096,
-    },
+    defaults={"vocab_size": 50304, "intermediate_size": 6912, "hidden_size": 2560, "num_key_value_heads": 32}
+    | {"max_position_embeddings": 4096},
 )

@@ -1,10 +1,7 @@
 """StarCoder2 (``Starcoder2ForCausalLM``): Llama's table with LayerNorm (with bias) for RMSNorm, one ``use_bias``
-for all four attention projections and the MLP, a sliding window, and a two-layer MLP
-``c_proj(gelu_tanh(c_fc(x)))`` for the gated one; the LM head is tied by default.
-
-Dropout: ``residual_dropout`` (on the attention and MLP outputs) and ``embedding_dropout`` are zoo's one
-``dropout`` of the recipe (the sub-layer outputs and the embedded input), so they must be equal;
-``attention_dropout`` is the attention's.
+for all four attention projections and the MLP, a sliding window, a two-layer MLP ``c_proj(gelu_tanh(c_fc(x)))``
+and a tied head by default. ``residual_dropout`` (attention and MLP outputs) and ``embedding_dropout`` are the
+recipe's one ``dropout``, so they must be equal; ``attention_dropout`` is the attention's.
 """
 
 from __future__ import annotations
@@ -14,20 +11,21 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from .llama import ATTENTION, BLOCK, LAYER, LLAMA
+from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA
 from .mapping import HF_ACTIVATIONS, Rule, activation_option
 from .rows import BIAS_FIELDS, plain_mlp
 from .table import Computed, Fixed, Key
 
+WB = ("weight", "bias")
+MLP_NAMES = (("c_fc", "up_proj"), ("c_proj", "down_proj"))
 RULES = (
-    Rule("model.embed_tokens.weight", "embedding.token.weight"),
-    *(Rule(f"{LAYER}.input_layernorm.{kind}", f"{BLOCK}.attention_norm.{kind}") for kind in ("weight", "bias")),
+    COMMON[0],  # the embeddings
+    *(Rule(f"{LAYER}.input_layernorm.{kind}", f"{BLOCK}.attention_norm.{kind}") for kind in WB),
     *ATTENTION,
-    *(Rule(f"{LAYER}.post_attention_layernorm.{kind}", f"{BLOCK}.ffn_norm.{kind}") for kind in ("weight", "bias")),
-    *(Rule(f"{LAYER}.mlp.c_fc.{kind}", f"{BLOCK}.ffn.up_proj.{kind}") for kind in ("weight", "bias")),
-    *(Rule(f"{LAYER}.mlp.c_proj.{kind}", f"{BLOCK}.ffn.down_proj.{kind}") for kind in ("weight", "bias")),
-    *(Rule(f"model.norm.{kind}", f"final_norm.{kind}") for kind in ("weight", "bias")),
-    Rule("lm_head.weight", "head.proj.weight"),  # only when untied
+    *(Rule(f"{LAYER}.post_attention_layernorm.{kind}", f"{BLOCK}.ffn_norm.{kind}") for kind in WB),
+    *(Rule(f"{LAYER}.mlp.{hf}.{kind}", f"{BLOCK}.ffn.{zoo}.{kind}") for hf, zoo in MLP_NAMES for kind in WB),
+    *(Rule(f"model.norm.{kind}", f"final_norm.{kind}") for kind in WB),
+    COMMON[-1],  # the head, only when untied
 )
 
 HF_ACTS = {**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}
@@ -86,17 +84,9 @@ STARCODER2 = LLAMA.derive(
             write=lambda recipe, weights: {"residual_dropout": recipe.dropout, "embedding_dropout": recipe.dropout},
         ),
     ),
-    defaults={
-        "vocab_size": 49152,
-        "hidden_size": 3072,
-        "intermediate_size": 12288,
-        "num_hidden_layers": 30,
-        "num_attention_heads": 24,
-        "num_key_value_heads": 2,
-        "hidden_act": "gelu_pytorch_tanh",
-        "max_position_embeddings": 4096,
-        "tie_word_embeddings": True,
-    },
+    defaults={"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30}
+    | {"num_attention_heads": 24, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh"}
+    | {"max_position_embeddings": 4096, "tie_word_embeddings": True},
 )
 """Starcoder2Config has no head_dim attribute, but Starcoder2Attention reads one a config gives: Llama's heads row
 reads and writes it."""

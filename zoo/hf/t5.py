@@ -127,6 +127,37 @@ def tie(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: fr
     return {"head.tie_embeddings": tied, "head.rescale": rescales(config)}
 
 
+def checkpoint_tied(config: dict[str, Any], names: frozenset[str] | None) -> bool:
+    """Whether mT5's or UMT5's head is the token table: the checkpoint has no ``lm_head.weight`` of its own
+    (transformers 5 ties every other), or, with no checkpoint to look at, the config's ``tie_word_embeddings``."""
+    if names is not None:
+        return "lm_head.weight" not in names
+    return bool(config["tie_word_embeddings"])
+
+
+def never_rescales(recipe: Any) -> str | None:
+    if recipe.head.type == "lm" and recipe.head.rescale:
+        return "head.rescale is True, needs False (mT5 never rescales the decoder output)"
+    return None
+
+
+def own_head(rescale: bool) -> Computed:
+    """The head of mT5 and UMT5, in place of T5's ``tie``: tied as ``checkpoint_tied`` says; rescaled as
+    ``scale_decoder_outputs`` says (``rescale``: UMT5) or never (mT5, which has no such key)."""
+    return Computed(
+        "tie",
+        keys={"tie_word_embeddings": True, **({"scale_decoder_outputs": None} if rescale else {})},
+        paths=("head.tie_embeddings", "head.rescale"),
+        read=lambda config, recipe, hf_class, names: {
+            "head.tie_embeddings": checkpoint_tied(config, names),
+            "head.rescale": rescale and rescales(config),
+        },
+        write=hf_head if rescale else lambda recipe, weights: {"tie_word_embeddings": recipe.head.tie_embeddings},
+        requires={"head": fits_head} if rescale else {"head": fits_head, "head.rescale": never_rescales},
+        checkpoint=True,
+    )
+
+
 def start(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     """The decoder's start token where it is not the pad id (T5's, zoo's default)."""
     pad, start = config["pad_token_id"], config["decoder_start_token_id"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
+from .layer_kinds import used_window
 from .mapping import Option
 from .table import Computed
 
@@ -25,7 +26,7 @@ WINDOW_OPTIONS = (
 
 def sliding_layers(config: dict[str, Any]) -> tuple[int | None, list[int]]:
     """(the window, the indices of the layers that slide), as Qwen2Config's ``__post_init__`` decides them."""
-    window = config["sliding_window"] if config["use_sliding_window"] else None
+    window = used_window(config)
     n = config["num_hidden_layers"]
     types = config["layer_types"]
     if types is None:

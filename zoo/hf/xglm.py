@@ -1,35 +1,23 @@
-"""XGLM (``XGLMForCausalLM``): M2M-100's decoder stack alone: fairseq's sinusoidal positions read two rows on
-(position ``p`` reads row ``p + 2``: ``positional: {type: sinusoidal, layout: fairseq, offset: 2}``), embeddings
-scaled by sqrt(d_model), pre-norm LayerNorm blocks of biased attention and a GELU MLP, a final LayerNorm, and a
-head tied unless ``tie_word_embeddings`` is false.
-
-Transformers 5 numbers XGLM's positions 0, 1, 2, ... (not past the padding, as fairseq did); its table's row
-``pad_token_id`` is zero, which no position reads for the pad ids 0 and 1 (the published one is 1).
-"""
+"""XGLM (``XGLMForCausalLM``): M2M-100's decoder stack alone, a head tied unless ``tie_word_embeddings`` is false.
+Fairseq's sinusoidal positions read two rows on (``positional: {type: sinusoidal, layout: fairseq, offset: 2}``):
+transformers 5 numbers them 0, 1, 2, ... (not past the padding, as fairseq did); the table's zero row
+``pad_token_id`` is one no position reads for the pad ids 0 and 1 (the published one is 1)."""
 
 from __future__ import annotations
 
-from .bart import FAIRSEQ_LAYER
+from ._common import renamed
 from .m2m_100 import M2M100
 from .mapping import Rule
 from .rows_classic import width
 from .table import Fixed, Key, Refused, Unread
 
-RULES = (
-    Rule("model.embed_tokens.weight", "embedding.token.weight"),
-    *(
-        Rule(f"model.layers.{{i}}.{hf}.{k}", f"blocks.{{i}}.{zoo}.{k}")
-        for hf, zoo in FAIRSEQ_LAYER
-        for k in ("weight", "bias")
-    ),
-    *(Rule(f"model.layer_norm.{k}", f"final_norm.{k}") for k in ("weight", "bias")),
-    Rule("lm_head.weight", "head.proj.weight"),  # only when untied
-)
+LEFT_OUT = ("model.encoder.", "model.decoder.layers.{i}.encoder_attn")  # M2M-100's decoder, no cross-attention
+DECODER = {"model.shared.": "model.embed_tokens.", **dict.fromkeys(LEFT_OUT), "model.decoder.": "model."}
 
 XGLM = M2M100.derive(
     "xglm",
     classes=("XGLMForCausalLM",),
-    rules=RULES,
+    rules=(*renamed(M2M100.rules, DECODER, {"decoder.": ""}), Rule("lm_head.weight", "head.proj.weight")),
     ignored=("model.embed_positions.weights", "lm_head.weight"),  # the sinusoid table older files hold; the tied copy
     recipes=("xglm-564m",),
     constants={"bos_token_id": None, "eos_token_id": None},

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import RecipeError
+from zoo.hub import is_hub_id
 
 from .extends import _resolve_extends, deep_merge
 from .finding import _folder_recipe, _is_dir, find_recipe, named_recipe, named_recipes
@@ -74,7 +75,7 @@ def _load(
     elif isinstance(source, Mapping):
         check_tree(source)
         data = copy.deepcopy(dict(source))
-    elif isinstance(source, (str, Path)) and _is_dir(Path(source)):
+    elif isinstance(source, (str, Path)) and (_is_dir(Path(source)) or is_hub_id(source)):
         path, data = _folder_recipe(Path(source))
     elif isinstance(source, (str, Path)):
         path = find_recipe(str(source))

@@ -318,8 +318,8 @@ class Trainer(Checkpointing, Interruptible, Reporting):
             tokenizer = ckpt.read_tokenizer(self.resume_from)
         elif self.transfer is not None and self.transfer.tokenizer is not None:
             tokenizer = self.transfer.tokenizer  # the ids the imported embeddings were trained on
-        elif self.transfer is not None and self.transfer.imported:  # its embeddings read another tokenizer's ids
-            from .run import no_tokenizer
+        elif self.transfer is not None and self.transfer.imported and self.recipe.vocab_size != 256:
+            from .run import no_tokenizer  # its embeddings read another tokenizer's ids than bytes or a new BPE's
 
             raise no_tokenizer(self.transfer.folder, "train it on text with")
         elif self.config.tokenizer == "bpe":

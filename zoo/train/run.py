@@ -14,6 +14,7 @@ from torch import nn
 
 from zoo.errors import CheckpointError, TrainError
 from zoo.files import read_json
+from zoo.hub import is_hub_id
 
 from . import checkpoint as ckpt
 from .checkpoint import CHECKPOINTS, RECIPE_FILE, TOKENIZER_FILE, complete_checkpoint
@@ -109,7 +110,7 @@ def load_run(run_dir: str | Path, *, device: str | torch.device | None = None) -
     from zoo.locate import NotAModelFolder, locate, read_newest
 
     run_dir = Path(run_dir)
-    if not run_dir.exists():
+    if not run_dir.exists() and not is_hub_id(run_dir):
         raise TrainError(f"{run_dir}: no such run directory")
     try:
         folder = locate(run_dir)
