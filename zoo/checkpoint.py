@@ -36,6 +36,7 @@ from .files import (
     sha256_file,
     verify_recorded,
 )
+from .lora import adapt_as_recipe
 from .plugins import load_hf_folder
 
 
@@ -172,6 +173,7 @@ def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> n
     # Build in the dtype the weights were saved in (a bf16 model comes back bf16, not upcast).
     dtype = next(iter(header.values()))[0] if header else None
     model = build(recipe_path, device=device, dtype=from_safetensors(dtype))
+    adapt_as_recipe(model, fresh=False)  # a model trained with train.lora loads with its adapters
     if header is not None:
         check_fits(model, {name: shape for name, (_, shape) in header.items()}, weights=weights, recipe=recipe_path)
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))

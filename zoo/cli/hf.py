@@ -64,6 +64,14 @@ def export(
         ),
     ] = False,
     force: Force = False,
+    merge_lora: Annotated[
+        bool,
+        typer.Option(
+            "--merge-lora",
+            help="A LoRA run: fold the adapters into the weights (W + alpha/rank B A). Without it, the base weights "
+            "export and the adapters go to OUT/adapter as a PEFT folder.",
+        ),
+    ] = False,
 ) -> None:
     """Export a model as a Hugging Face checkpoint that transformers.pipeline loads.
 
@@ -71,6 +79,7 @@ def export(
     and generation_config.json: a run's own tokenizer, or the files an imported checkpoint came with.
     A model that fits no Hugging Face family (or any, with --remote-code) gets a generated modeling_zoo.py
     and its torch.export programs: load it with trust_remote_code=True.
+    A LoRA run's adapters: merged (--merge-lora), or in OUT/adapter for peft.PeftModel.from_pretrained.
     """
     from zoo.errors import ArgumentError
     from zoo.hf import export_checkpoint
@@ -79,7 +88,7 @@ def export(
 
     if (out is None) == (out_option is None):
         raise ArgumentError("give the folder to write to once: zoo export MODEL OUT, or zoo export MODEL --out OUT")
-    done = export_checkpoint(directory, out or out_option, force=force, remote_code=remote_code)
+    done = export_checkpoint(directory, out or out_option, force=force, remote_code=remote_code, merge_lora=merge_lora)
     console().print(
         f"[green]Exported[/green] {directory} as {done.hf_class} ([bold]{done.family}[/bold], "
         f"{count(done.parameters)} parameters) -> {done.directory}"

@@ -13,11 +13,19 @@ import typer
 from .build import RECIPE_HELP, Overrides, load_with_overrides
 
 DATA_HELP = (
-    "Your data: a text file or folder of .txt files (language models), a .tsv file (label<TAB>text, "
+    'Your data: a text file or folder of .txt files (language models), a .jsonl file of {"text": ...} or chat '
+    '{"messages": [...]} records (the loss on the assistant turns), a .tsv file (label<TAB>text, '
     "source<TAB>target), or an image folder with one subfolder per class. Default: the embedded data."
 )
 EXIT_INTERRUPTED = 130
 """The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+
+
+LORA_HELP = (
+    "Train low-rank adapters instead of every weight (the recipe's train.lora): rank, alpha, dropout and targets "
+    "(attention, ffn, all, or projection names: targets=q_proj,v_proj), e.g. --lora rank=16,alpha=32,targets=attention."
+    " RECIPE a model folder: its weights are the base (as --init-from)."
+)
 
 
 class TrainDevice(str, Enum):
@@ -65,6 +73,7 @@ def train(
             "training); the recipe must describe that model, except its head, which may be new. Not with --resume.",
         ),
     ] = None,
+    lora: Annotated[str | None, typer.Option("--lora", metavar="rank=R,alpha=A,targets=T", help=LORA_HELP)] = None,
     summary: Annotated[bool, typer.Option("--summary/--no-summary", help="Print the model summary first.")] = True,
 ) -> None:
     """Train a recipe's model with its `train:` section; under torchrun, on every process (DDP or FSDP2).
@@ -78,6 +87,12 @@ def train(
     from zoo.train import train as run_training
     from zoo.train.distributed import is_main_process
 
+    if lora is not None:
+        from zoo.train.lora import lora_assignments
+
+        set_ = [*(set_ or []), *lora_assignments(lora)]
+        if init_from is None and not resume and Path(recipe).is_dir():
+            init_from = Path(recipe)  # adapters on the folder's own weights, not on a fresh initialisation
     with warnings.catch_warnings():  # train() loads it again, and warns then
         warnings.simplefilter("ignore")
         load_with_overrides(recipe, set_)  # a bad recipe or --set is refused before anything starts

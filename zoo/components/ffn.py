@@ -150,6 +150,9 @@ class MLP(nn.Module):
         dtype: dtype of the parameters.
     """
 
+    # LoRA (zoo.lora) may adapt these linears: attribute -> the kind that train.lora.targets selects.
+    adaptable: ClassVar[dict[str, str]] = {"up_proj": "ffn", "down_proj": "ffn"}
+
     def __init__(
         self,
         d_model: int,
@@ -209,6 +212,9 @@ class GatedMLP(nn.Module):
     Raises:
         ValueError: an ``alpha`` other than 1.0 with an activation other than ``silu``.
     """
+
+    # LoRA (zoo.lora) may adapt these linears: attribute -> the kind that train.lora.targets selects.
+    adaptable: ClassVar[dict[str, str]] = {"gate_proj": "ffn", "up_proj": "ffn", "down_proj": "ffn"}
 
     def __init__(
         self,

@@ -67,6 +67,11 @@ class MultiHeadLatentAttention(nn.Module):
         ValueError: ``qk_rope_head_dim`` is odd (RoPE rotates pairs).
     """
 
+    # LoRA (zoo.lora) may adapt these linears: attribute -> the kind that train.lora.targets selects.
+    adaptable: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj"), "attention"
+    )
+
     def __init__(
         self,
         d_model: int,

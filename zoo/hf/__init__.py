@@ -33,8 +33,10 @@ from zoo.errors import HFExportError, HFImportError
 from zoo.files import CONFIG_FILE, check_weights, destination, read_json
 from zoo.hookspecs import hookimpl
 from zoo.hub import resolve
+from zoo.lora import lora_modules
 from zoo.plugins import hf_families
 
+from ._peft import ADAPTER_DIR, peft_files, take_adapters, write_adapter
 from .bert import BERT
 from .checks import config_problems
 from .gpt2 import GPT2
@@ -302,6 +304,8 @@ def _hf_checkpoint(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Te
     recipe = getattr(model, "recipe", None)
     if recipe is None:
         raise HFExportError("this model was not built by zoo.build (it has no .recipe); cannot tell its family")
+    if lora_modules(model):
+        raise HFExportError("the model has LoRA adapters: fold them in first (zoo.lora.merge_lora, --merge-lora)")
     family = family_of(recipe)
     zoo = zoo_tensors(model)
     found, uncovered = links(family.rules, zoo, recipe)
@@ -352,7 +356,7 @@ def _same_config(config: dict[str, Any]) -> Callable[[Path], bool]:
 
 
 def export_checkpoint(
-    zoo_dir: str | Path, out: str | Path, *, force: bool = False, remote_code: bool = False
+    zoo_dir: str | Path, out: str | Path, *, force: bool = False, remote_code: bool = False, merge_lora: bool = False
 ) -> Conversion:
     """``zoo export --to hf``: write a model as a HF checkpoint folder that ``transformers.pipeline`` loads.
 
@@ -366,9 +370,13 @@ def export_checkpoint(
     tokenizer and ``generation_config.json`` (see ``zoo.hf.tokenizer.companions``), their bos / eos / pad ids
     in config.json too, and a classifier's class names (``id2label``) from the run that trained it.
 
+    A model trained with LoRA (``train.lora``) exports its base weights, and its adapters as a PEFT folder in
+    ``out/adapter`` (``zoo.hf._peft``); ``merge_lora`` folds them into the weights instead.
+
     Raises:
         NotAModelFolder: ``zoo_dir`` is none of those folders. HFExportError: the model fits no family and a
-            component of it cannot be exported as remote code (named), or it does not fit its ``hf_family``.
+            component of it cannot be exported as remote code (named), or it does not fit its ``hf_family``;
+            adapters PEFT cannot express (without ``merge_lora``).
         DestinationError: ``out`` is ``zoo_dir``, or holds something else than this export (without ``force``,
             which replaces it whole).
     """
@@ -378,10 +386,18 @@ def export_checkpoint(
 
     folder = locate(zoo_dir)
     model = load(zoo_dir)
+    adapters, merged = take_adapters(model, merge=merge_lora, where=str(zoo_dir))  # model: plain from here on
     recipe = model.recipe
     family, closest = _export_family(recipe, remote_code)
     remote = remote_checkpoint(model) if family is None else None
     config, state = _hf_checkpoint(model) if remote is None else (remote.config, remote.state)
+    peft = None
+    if adapters is not None and remote is not None:
+        raise HFExportError(
+            f"{zoo_dir}: LoRA adapters of a remote-code export have no PEFT names; fold them in with --merge-lora"
+        )
+    if adapters is not None:
+        peft = peft_files(adapters, model, family, config["architectures"][0], set(state))
     extra = companions(folder, recipe)
     ids, kept = dict(extra.token_ids), None
     model_pad = config.get("pad_token_id")
@@ -408,7 +424,10 @@ def export_checkpoint(
         )
         write_files(directory, written)
         copy_out(extra.copied, directory)
-    notes = tuple(n for n in (folder.note, closest, extra.note, kept) if n)
+        if peft is not None:
+            adapter = write_adapter(Path(directory) / ADAPTER_DIR, *peft)
+            merged = f"LoRA adapters as a PEFT folder: {adapter} (peft.PeftModel.from_pretrained(model, '{adapter}'))"
+    notes = tuple(n for n in (folder.note, closest, extra.note, kept, merged) if n)
     if remote is None:
         return Conversion(family.name, family.hf_class(recipe), count_parameters(model), Path(directory), notes)
     loads = f"load it with trust_remote_code=True (outputs checked against zoo's: max |diff| {remote.max_diff:.1e})"

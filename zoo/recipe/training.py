@@ -17,6 +17,41 @@ Precision = Literal["auto", "fp32", "bf16", "fp16"]
 Parallel = Literal["auto", "ddp", "fsdp"]
 Checkpointing = Literal["none", "every", "every_k", "attention"]
 Sharding = Literal["full", "hybrid"]
+LORA_KINDS = ("attention", "ffn", "all")
+"""The kinds of projection ``train.lora.targets`` names besides projection names (``q_proj``...)."""
+
+
+class LoRAConfig(BaseModel):
+    """Low-rank adapters (``zoo.lora``): the base weights are frozen, and each targeted linear layer learns
+    ``(alpha / rank) * B @ A`` beside its weight."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    rank: int = Field(8, ge=1, le=MAX_SIZE, description="Rank r of each adapter (A: r x in, B: out x r).")
+    alpha: float = Field(16.0, gt=0, description="Scale numerator: the adapter adds (alpha / rank) * B @ A.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter's input while training.")
+    targets: list[str] = Field(
+        default_factory=lambda: ["attention"],
+        min_length=1,
+        description="Which linears to adapt: attention, ffn, all, or projection names (q_proj, v_proj, ...), as "
+        "the components declare them adaptable.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_target(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("targets"), str):  # targets: attention
+            data = {**data, "targets": [t for t in data["targets"].replace("+", ",").split(",") if t.strip()]}
+        return data
+
+    @model_validator(mode="after")
+    def _names(self) -> LoRAConfig:
+        for target in self.targets:
+            if not target.strip() or not target.replace("_", "").replace(".", "").isalnum():
+                raise ValueError(
+                    f"targets: {target!r} is not a projection name; give {', '.join(LORA_KINDS)} or names like q_proj"
+                )
+        return self
 
 
 class TrainConfig(BaseModel):
@@ -102,6 +137,11 @@ class TrainConfig(BaseModel):
         2, ge=1, le=MAX_SIZE, description="Complete checkpoints kept; older ones are deleted."
     )
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds the model's initialisation, the data order and dropout.")
+    lora: LoRAConfig | None = Field(
+        None,
+        description="Train low-rank adapters on the targeted linears instead of every weight (zoo.lora); "
+        "null: full training.",
+    )
 
     @model_validator(mode="after")
     def _betas_in_range(self) -> TrainConfig:

@@ -382,8 +382,8 @@ def check_training_state(
                     )
 
 
-FIXED_BY_CHECKPOINT = ("train.tokenizer", "train.objective")
-"""Training settings a checkpoint fixes (its tokenizer and objective): never changed on resume."""
+FIXED_BY_CHECKPOINT = ("train.tokenizer", "train.objective", "train.lora")
+"""Training settings a checkpoint fixes (its tokenizer, objective and adapters): never changed on resume."""
 IGNORED_ON_RESUME = ("description", "expect")
 """Recipe fields that say nothing about the run."""
 
@@ -399,7 +399,8 @@ class Difference:
     @property
     def changeable(self) -> bool:
         """Whether a resumed run can take the new value (``allow_changes``): training settings, the name."""
-        return (self.field == "name" or self.field.startswith("train.")) and self.field not in FIXED_BY_CHECKPOINT
+        fixed = any(self.field == f or self.field.startswith(f"{f}.") for f in FIXED_BY_CHECKPOINT)
+        return (self.field == "name" or self.field.startswith("train.")) and not fixed
 
     def __str__(self) -> str:
         return f"{self.field}: {_shown(self.saved)} → {_shown(self.given)}"

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from zoo.recipe.training import Checkpointing, Objective, Parallel, Precision, Sharding, TrainConfig
+from zoo.recipe.training import Checkpointing, LoRAConfig, Objective, Parallel, Precision, Sharding, TrainConfig
 
-__all__ = ["Checkpointing", "Objective", "Parallel", "Precision", "Sharding", "TrainConfig"]
+__all__ = ["Checkpointing", "LoRAConfig", "Objective", "Parallel", "Precision", "Sharding", "TrainConfig"]

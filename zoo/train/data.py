@@ -11,7 +11,8 @@ Embedded data, chosen so that ``zoo train RECIPE`` works on any Python install, 
   honestly learnable 10-class set, never the same image twice.
 - Pairs: an algorithmic seq2seq task on letter strings (reverse, sort or copy), generated without end.
 
-User data (``--data``): a text file or a folder of ``.txt`` files (language modelling), a ``.tsv`` file
+User data (``--data``): a text file or a folder of ``.txt`` files (language modelling), a ``.jsonl`` file of
+``text`` records, or of chat ``messages`` (``zoo.train.jsonl``: the loss on the assistant turns), a ``.tsv`` file
 (``label<TAB>text`` for classification, ``source<TAB>target`` for seq2seq), a folder with one subfolder
 per class (images for vit, ``.txt`` files for text classification).
 
@@ -98,8 +99,16 @@ def _check_exists(path: Path) -> None:
 
 
 def load_documents(path: Path) -> list[Document]:
-    """A text file, or every ``.txt`` file under a folder (sorted), as documents; empty ones are an error."""
+    """A text file, or every ``.txt`` file under a folder (sorted), as documents; empty ones are an error. A
+    ``.jsonl`` file's ``text`` records are its documents (a chat file's messages, for a tokenizer to learn from)."""
     _check_exists(path)
+    if path.suffix == ".jsonl" and path.is_file():
+        from .jsonl import read_jsonl
+
+        kind, records = read_jsonl(path, _read_text(path))
+        if kind == "chat":
+            records = [(str(line), "\n".join(str(m.get("content", "")) for m in msgs)) for line, msgs in records]
+        return [(title, text) for title, text in records if text.strip()] or _empty(path)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*.txt") if p.is_file())
     if not files:
         raise TrainError(f"--data {path}: a folder of text needs .txt files, and this one has none")
@@ -108,6 +117,10 @@ def load_documents(path: Path) -> list[Document]:
     if not docs:
         raise TrainError(f"--data {path}: the text is empty")
     return docs
+
+
+def _empty(path: Path) -> list[Document]:
+    raise TrainError(f"--data {path}: the text is empty")
 
 
 def load_tsv(path: Path) -> list[tuple[str, str]]:

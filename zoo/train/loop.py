@@ -56,6 +56,7 @@ from . import checkpoint as ckpt
 from . import distributed as dist
 from .events import TrainEvent, TrainResult
 from .interrupt import Interruptible, TrainInterrupted
+from .lora import adapt
 from .metrics import MetricsWriter
 from .objectives import Objective, describe_batch, make_objective, needs_tokenizer, objective_name, perplexity
 from .optim import autocast, autocast_dtype, lr_factor, parameter_groups
@@ -265,7 +266,7 @@ class Trainer(Checkpointing, Interruptible, Reporting):
                 loaded=self.transfer.loaded,
                 initialised=self.transfer.initialised,
             )
-        self.aliases = ckpt.tied_aliases(self.model)
+        self.aliases = ckpt.tied_aliases(adapt(self.model, self._emit))  # adapt: train.lora's adapters, rest frozen
         self.tokenizer = self._tokenizer()
         self.objective: Objective = make_objective(
             self.recipe, self.model, self.tokenizer, self.data_path, self.seq_len

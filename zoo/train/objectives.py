@@ -143,6 +143,23 @@ class CausalLM(Objective):
         return batch["input_ids"].numel()
 
 
+class ChatLM(CausalLM):
+    """Causal LM on chat conversations (``zoo.train.jsonl``): the loss on the assistant's tokens only."""
+
+    def __init__(self, chats: Any, tokenizer: Tokenizer, seq_len: int, head: nn.Module) -> None:
+        Objective.__init__(self, chats.description, tokenizer)
+        self.chats, self.seq_len, self.head_loss = chats, seq_len, head.loss
+
+    def _split(self, split: str, generator: torch.Generator, n: int) -> Batch:
+        return self.chats.batch(split, self.seq_len, n, generator)
+
+    def metrics(self, model: nn.Module, batch: Batch) -> Metrics:
+        out = model(batch["input_ids"])
+        tokens = (batch["targets"] != -100).sum()
+        loss = self.head_loss(out.logits, batch["targets"]).detach().float()
+        return {"loss": (loss * tokens, tokens), "accuracy": _accuracy(out.logits, batch["targets"])}
+
+
 def mask_tokens(
     ids: torch.Tensor, tokenizer: Tokenizer, vocab_size: int, prob: float, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -326,6 +343,13 @@ def make_objective(
     if name in ("causal_lm", "masked_lm"):
         if data is not None and data.suffix == ".tsv":
             raise TrainError(f"--data {data}: {name} trains on plain text (.txt or a folder), not a .tsv")
+        if name == "causal_lm" and data is not None and data.suffix == ".jsonl" and data.is_file():
+            from .jsonl import ChatSet, read_jsonl
+
+            kind, records = read_jsonl(data, D._read_text(data))
+            if kind == "chat":
+                chats = ChatSet.from_records(data, records, tokenizer, val_fraction=config.val_fraction, length=seq_len)
+                return ChatLM(chats, tokenizer, seq_len, model.head)
         docs, source = (D.load_documents(data), str(data)) if data is not None else D.embedded_english()
         stream = D.TokenStream.from_documents(
             docs, tokenizer, val_fraction=config.val_fraction, window=seq_len + 1, description=source

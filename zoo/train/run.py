@@ -128,10 +128,12 @@ def _checkpoint_run(run_dir: Path, checkpoint: Path, device: str | torch.device 
     """The run at ``checkpoint``, read whole: a checkpoint that stops being complete while it is read (pruned by
     the trainer) raises ``CheckpointError``, never a run without its tokenizer."""
     from zoo.builder import build
+    from zoo.lora import adapt_as_recipe
 
     info = ckpt.read_info(checkpoint)
     state = ckpt.read_model_state(checkpoint)
     model = build(ckpt._verified(checkpoint, RECIPE_FILE, info))
+    adapt_as_recipe(model, fresh=False)  # a LoRA run's adapters are in its weights
     ckpt.check_state_fits(model, state, checkpoint)
     ckpt.check_finite(state, checkpoint)
     model.load_state_dict(state, strict=True)

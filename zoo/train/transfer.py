@@ -68,11 +68,12 @@ def _names(names: list[str], limit: int = 8) -> str:
 def read_source(path: str | Path) -> tuple[nn.Module, ModelFolder, Tokenizer | None]:
     """The model in a folder of any kind, where its files were, and its tokenizer when it has one."""
     from zoo.checkpoint import load
+    from zoo.lora import merge_lora
 
     from .run import folder_tokenizer
 
     folder = locate(path)
-    model = load(folder.path)  # a Hugging Face folder is converted
+    model = merge_lora(load(folder.path))  # a Hugging Face folder is converted; a LoRA run's adapters folded in
     return model, folder, folder_tokenizer(folder, model.recipe)
 
 

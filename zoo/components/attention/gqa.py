@@ -78,6 +78,9 @@ class GroupedQueryAttention(_Attention):
             when ``head_dim`` is not given, or a window < 1, or sinks with a soft-cap.
     """
 
+    # LoRA (zoo.lora) may adapt these linears: attribute -> the kind that train.lora.targets selects.
+    adaptable: ClassVar[dict[str, str]] = dict.fromkeys(("q_proj", "k_proj", "v_proj", "o_proj"), "attention")
+
     def __init__(
         self,
         d_model: int,

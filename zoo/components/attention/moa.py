@@ -43,6 +43,9 @@ class MixtureOfAttentionHeads(_Attention):
         aux_loss_coef: weight of the load-balancing loss.
     """
 
+    # LoRA (zoo.lora) may adapt these linears: attribute -> the kind that train.lora.targets selects.
+    adaptable: ClassVar[dict[str, str]] = dict.fromkeys(("q_proj", "k_proj", "v_proj", "o_proj"), "attention")
+
     def __init__(
         self,
         d_model: int,
