@@ -417,11 +417,11 @@ def test_metrics_records_and_resume_drops_records_past_the_checkpoint(tmp_path):
 
 
 def cli_app() -> typer.Typer:
-    from zoo.cli import ZooGroup
-    from zoo.cli.train import register
+    from zoo.cli import ZooGroup, generate, train
 
     app = typer.Typer(cls=ZooGroup)
-    register(app)
+    train.register(app)
+    generate.register(app)
     return app
 
 

@@ -47,6 +47,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "zoo.cli.registry",
     "zoo.cli.hf",
     "zoo.cli.train",
+    "zoo.cli.generate",
     "zoo.cli.draw",
     "zoo.cli.predict",
     "zoo.cli.plan",

@@ -319,9 +319,7 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         elif self.transfer is not None and self.transfer.tokenizer is not None:
             tokenizer = self.transfer.tokenizer  # the ids the imported embeddings were trained on
         elif self.transfer is not None and self.transfer.imported and self.recipe.vocab_size != 256:
-            from .run import no_tokenizer  # its embeddings read another tokenizer's ids than bytes or a new BPE's
-
-            raise no_tokenizer(self.transfer.folder, "train it on text with")
+            raise self.transfer.no_tokenizer()  # its embeddings read another tokenizer's ids than bytes or a BPE's
         elif self.config.tokenizer == "bpe":
             tokenizer = self._train_bpe()
         else:

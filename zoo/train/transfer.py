@@ -42,6 +42,12 @@ class Transfer:
     imported: bool = False
     """The weights come from a Hugging Face checkpoint (a HF folder, or a ``zoo import``): trained on its ids."""
 
+    def no_tokenizer(self) -> TrainError:
+        """The error for training on text from imported weights without their tokenizer: how to give it one."""
+        from .run import no_tokenizer
+
+        return no_tokenizer(self.folder, "train it on text with")
+
     def message(self, head: str) -> str:
         """One notice: what was loaded and what was left at initialisation."""
         where = self.folder.note or str(self.folder.given)
