@@ -91,6 +91,7 @@ FAST = {
 MEASURED = {"bench": ["bench", "gpt-tiny", "--new", "4", "--prompt", "8", "--device", "cpu"]}
 """Commands whose figures are measured (timings): their words are compared, their numbers not."""
 COVERED_ELSEWHERE = {"recipes", "schema", "draw", "train", "generate", "eval", "plot", "export", "import", "predict"}
+COVERED_ELSEWHERE |= {"chat"}  # a conversation needs a chat template: tests/test_hf_text.py talks with one
 
 
 def test_every_command_has_a_case():

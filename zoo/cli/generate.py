@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -111,7 +112,7 @@ def generate(
     show = console()
     arrow = " -> " if run.maps_source_to_target else ""  # a target, not a continuation
     if len(prompt) == 1:
-        st = _stream(show, generate_text(run, prompt, stream=True, **settings), f"{prompt[0]}{arrow}")
+        st = _stream(generate_text(run, prompt, stream=True, **settings), f"{prompt[0]}{arrow}")
     else:
         texts, st = generate_text(run, prompt, **settings)
         for p, text in zip(prompt, texts, strict=True):
@@ -166,7 +167,7 @@ def chat(
         device=pick_device(device.value),
     )
     _said_what_was_read(model)
-    show = console()
+    show, write = console(), _Printer()
     while True:
         try:
             text = input("> ")
@@ -179,37 +180,48 @@ def chat(
             break
         try:
             for piece in session.send(text):
-                _write(piece)
+                write(piece)
         except KeyboardInterrupt:
-            show.print()
+            write.end()
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        show.print()
+        write.end()
 
 
-def _write(piece: str) -> None:
-    """A piece of generated text on stdout as it is (no markup, no wrapping), at once."""
-    sys.stdout.write(piece)
-    sys.stdout.flush()
+class _Printer:
+    """Generated text on stdout as it comes (no markup, no wrapping), each piece at once; spaces are held back until
+    text follows them on their line, so no line ends in spaces (as the rest of zoo's output)."""
+
+    def __init__(self) -> None:
+        self.held = ""
+
+    def __call__(self, piece: str) -> None:
+        text = re.sub(r"[ \t]+\n", "\n", self.held + piece)
+        body = text.rstrip(" \t")
+        self.held = text[len(body) :]
+        sys.stdout.write(body)
+        sys.stdout.flush()
+
+    def end(self) -> None:
+        self.held = ""
+        sys.stdout.write("\n")
+        sys.stdout.flush()
 
 
-def _stream(show: Any, pieces: Any, prompt: str) -> Any:
+def _stream(pieces: Any, prompt: str) -> Any:
     """Print the prompt, then each piece of text as it comes; return the generation's stats. Ctrl-C keeps what
     was printed and exits with 130."""
-    from rich.markup import escape
-
-    show.print(f"[dim]{escape(prompt)}[/dim]", end="")
-    show.file.flush()
+    write = _Printer()
+    write(prompt)
     try:
         while True:
             try:
-                piece = next(pieces)
+                write(next(pieces))
             except StopIteration as done:
-                show.print()
+                write.end()
                 return done.value.stats
-            _write(piece)
     except KeyboardInterrupt:
         pieces.close()
-        show.print()
+        write.end()
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 

@@ -228,18 +228,17 @@ def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
     )
 
 
-def qk_norm(
-    scope: Literal["head", "projection"] = "head", position: Literal["before_rope", "after_rope"] = "before_rope"
-) -> Computed:
+def qk_norm(scope: Literal["head", "projection"] = "head") -> Computed:
     """QK-norm by the recipe's own RMSNorm (``rms_norm_eps``), over each head's features (Qwen3) or over a whole
-    projection's (OLMo 2), before RoPE or on the rotated heads (HunYuan): the config says only that it is there."""
+    projection's (OLMo 2): the config says only that it is there."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-        out = {"attention.qk_norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"]}}
-        out |= {} if scope == "head" else {"attention.qk_norm_scope": scope}
-        return out | ({} if position == "before_rope" else {"attention.qk_norm_position": position})
-
-    where = () if position == "before_rope" else ("attention.qk_norm_position",)
+        norm = {"type": "rmsnorm", "eps": config["rms_norm_eps"]}
+        return (
+            {"attention.qk_norm": norm}
+            if scope == "head"
+            else {"attention.qk_norm": norm, "attention.qk_norm_scope": scope}
+        )
 
     def check(recipe: Any) -> str | None:
         attention = recipe.attention
@@ -249,14 +248,12 @@ def qk_norm(
                 f"attention.qk_norm is {shown!r} over {attention.qk_norm_scope!r}, needs the recipe's norm "
                 f"({recipe.norm.model_dump()}) over each {scope} (q_norm and k_norm)"
             )
-        if where and attention.qk_norm_position != position:  # before_rope: the section's defaults check it
-            return f"attention.qk_norm_position is {attention.qk_norm_position!r}, needs {position!r}"
         return None
 
     return Computed(
         "qk norm",
         keys={},
-        paths=("attention.qk_norm", "attention.qk_norm_scope", *where),
+        paths=("attention.qk_norm", "attention.qk_norm_scope"),
         read=read,
         write=lambda recipe, weights: {},
         requires={"attention.qk_norm": check},

@@ -32,7 +32,7 @@ from typing import Any
 from zoo.errors import HFExportError, HFImportError
 from zoo.files import atomic_write, folder_file
 from zoo.locate import ModelFolder
-from zoo.train.tokenizer import SPECIALS, BPETokenizer, ByteTokenizer, Tokenizer
+from zoo.train.tokenizer import SPECIALS, BPETokenizer, ByteTokenizer, HFTokenizer, Tokenizer
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -238,6 +238,11 @@ def companions(folder: ModelFolder, recipe: Any) -> Companions:
             f"since {folder.given} holds no tokenizer but its vocabulary is the 256 bytes (vocab_size 256, "
             "train.tokenizer byte); export the run folder instead if the model was trained on other ids"
         )
+    if isinstance(tokenizer, HFTokenizer):  # a fine-tune of an imported checkpoint: its own tokenizer, as it was
+        eos = list(tokenizer.stop_ids) if len(tokenizer.stop_ids) > 1 else tokenizer.eos_id
+        ids = {"bos_token_id": tokenizer.bos_id, "eos_token_id": eos, "pad_token_id": tokenizer.token_pad_id}
+        note = f"{' + '.join(tokenizer.files())}: the checkpoint's own tokenizer, {where}"
+        return Companions(written=tokenizer.files(), token_ids=ids, labels=labels, note=note)
     if importlib.util.find_spec("tokenizers") is None:
         return Companions(
             token_ids=token_ids(tokenizer),

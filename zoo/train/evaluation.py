@@ -106,7 +106,7 @@ def evaluate(path: str | Path, data: str | Path, *, device: str = "auto", batch_
     name = info.get("objective") or objective_name(recipe)
     seq_len = int(info.get("seq_len") or recipe.train.seq_len or recipe.max_len or 0)
     if needs_tokenizer(name):
-        if isinstance(tokenizer, ByteTokenizer) and folder.kind == "model":
+        if isinstance(tokenizer, ByteTokenizer) and folder.kind in ("model", "hf"):
             notes.append(f"{folder.path} has no tokenizer.json: text is read as UTF-8 bytes (train.tokenizer: byte)")
         if tokenizer is None:
             raise no_tokenizer(folder, f"turn {data} into token ids")

@@ -24,14 +24,14 @@ CARRIED_DIR = "hf"
 """The subfolder of a zoo model folder where ``zoo import`` carries the checkpoint's tokenizer files."""
 
 
-def folder_tokenizer(folder: Any, recipe: Any) -> Tokenizer | None:
+def folder_tokenizer(folder: Any, recipe: Any, *, guess_bytes: bool = True) -> Tokenizer | None:
     """The tokenizer a model in ``folder`` (a ``zoo.locate.ModelFolder``) reads text with, or None.
 
     A run or checkpoint: the one it trained with. A Hugging Face folder: its ``tokenizer.json`` (with
     ``tokenizer_config.json``, the chat template and ``generation_config.json``). A zoo model folder: its own
     ``tokenizer.json``, else the Hugging Face files ``zoo import`` carried into ``hf/``. Either kind without one reads
     UTF-8 bytes when its recipe trains on bytes over 256 ids (a zoo model saved or exported without its run), and
-    never bytes for a model whose vocabulary is another.
+    never bytes for a model whose vocabulary is another (nor with ``guess_bytes`` False: the caller has its own).
 
     Raises:
         CheckpointError, TrainError: a tokenizer file that is damaged, or larger than the model's vocabulary.
@@ -52,7 +52,7 @@ def folder_tokenizer(folder: Any, recipe: Any) -> Tokenizer | None:
                 raise TrainError(f"{file} does not describe a tokenizer ({exc}): remove it or fix it") from None
         if tokenizer is not None:
             break
-    if tokenizer is None and recipe.vocab_size == 256 and recipe.train.tokenizer == "byte":
+    if tokenizer is None and guess_bytes and recipe.vocab_size == 256 and recipe.train.tokenizer == "byte":
         return ByteTokenizer()
     vocab = getattr(recipe, "vocab_size", None)
     if tokenizer is not None and vocab is not None and tokenizer.vocab_size > vocab:

@@ -142,7 +142,9 @@ class HFTokenizer:
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         self._ids = {name: self._id(config.get(f"{name}_token")) for name in HF_SPECIALS}
         self.bos_id, self.eos_id, self.unk_id = self._ids["bos"], self._ids["eos"], self._ids["unk"]
-        self.pad_id = next((i for i in (self._ids["pad"], self.eos_id) if i is not None), 0)
+        self.token_pad_id = self._ids["pad"]
+        """The checkpoint's own pad token (None: it has none, and ``pad_id`` pads with the eos or 0)."""
+        self.pad_id = next((i for i in (self.token_pad_id, self.eos_id) if i is not None), 0)
         self.stop_ids = tuple(dict.fromkeys([*stops, *([] if self.eos_id is None else [self.eos_id])]))
         self.chat_template: str | None = config.get("chat_template")
 
@@ -259,7 +261,6 @@ def read_hf_tokenizer(folder: Path) -> HFTokenizer:
         if (folder / "tokenizer_config.json").is_file()
         else {}
     )
-    config = {k: v for k, v in config.items() if k.endswith("_token") or k in ("chat_template", "model_max_length")}
     if (folder / "chat_template.jinja").is_file():
         config["chat_template"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
     elif (folder / "chat_template.json").is_file():

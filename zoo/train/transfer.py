@@ -71,8 +71,9 @@ def _names(names: list[str], limit: int = 8) -> str:
     return ", ".join(names[:limit]) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
 
 
-def read_source(path: str | Path) -> tuple[nn.Module, ModelFolder, Tokenizer | None]:
-    """The model in a folder of any kind, where its files were, and its tokenizer when it has one."""
+def read_source(path: str | Path, *, guess_bytes: bool = True) -> tuple[nn.Module, ModelFolder, Tokenizer | None]:
+    """The model in a folder of any kind, where its files were, and its tokenizer when it has one
+    (``zoo.train.run.folder_tokenizer``)."""
     from zoo.checkpoint import load
     from zoo.lora import merge_lora
 
@@ -80,7 +81,7 @@ def read_source(path: str | Path) -> tuple[nn.Module, ModelFolder, Tokenizer | N
 
     folder = locate(path)
     model = merge_lora(load(folder.path))  # a Hugging Face folder is converted; a LoRA run's adapters folded in
-    return model, folder, folder_tokenizer(folder, model.recipe)
+    return model, folder, folder_tokenizer(folder, model.recipe, guess_bytes=guess_bytes)
 
 
 def init_from_folder(model: nn.Module, path: str | Path) -> Transfer:
@@ -91,7 +92,7 @@ def init_from_folder(model: nn.Module, path: str | Path) -> Transfer:
             named, with both shapes), or no tensor in common at all.
         NotAModelFolder, CheckpointError, HFImportError: ``path`` is no model folder, or a damaged one.
     """
-    source, folder, tokenizer = read_source(path)
+    source, folder, tokenizer = read_source(path, guess_bytes=False)  # without one, the run's own gives the ids
     source_head, head = _head_type(source), _head_type(model)
     theirs = {n: t for n, t in source.state_dict().items() if head == source_head or not n.startswith(HEAD)}
     ours = model.state_dict()
