@@ -4,7 +4,9 @@ a model without a tokenizer is refused with how to give it one, never read as by
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,29 +22,11 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 transformers.logging.set_verbosity_error()
 
-TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{{ eos_token }}{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
-TEXT = "The quick brown fox jumps over the lazy dog. A zoo of transformers, read with its own tokenizer.\n" * 4
-
-
-def hf_tokenizer(folder) -> None:
-    """A byte-level BPE learned from a few sentences, ``<s>`` before every text (as a Llama's), a chat template."""
-    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = tokenizers.decoders.ByteLevel()
-    trainer = tokenizers.trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<s>", "</s>", "<|user|>", "<|assistant|>"],
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator([TEXT] * 8, trainer=trainer)
-    tok.post_processor = tokenizers.processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
-    fast.chat_template = TEMPLATE
-    fast.save_pretrained(folder)
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "imported_model_check.py"
+spec = importlib.util.spec_from_file_location("imported_model_check", TOOL)
+check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check)  # the plain-install job's tiny Llama and its tokenizer, shared
+TEXT = check.TEXT
 
 
 @pytest.fixture(scope="module")
@@ -51,24 +35,13 @@ def folders(tmp_path_factory):
     without any tokenizer (``bare``) with its import (``bare-zoo``)."""
     root = tmp_path_factory.mktemp("text")
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=320,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=0,
-        eos_token_id=1,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = check.tiny_llama(hidden=32)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
     model.save_pretrained(root / "bare")
     model.save_pretrained(root / "hf")
-    hf_tokenizer(root / "hf")
+    check.save_tokenizer(root / "hf")
     runner = CliRunner()
     for source, out in (("hf", "zoo"), ("bare", "bare-zoo")):
         done = runner.invoke(app, ["import", str(root / source), "--out", str(root / out)])

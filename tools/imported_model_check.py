@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 TEXT = "The quick brown fox jumps over the lazy dog. A zoo of transformers, read with its own tokenizer.\n" * 4
 TEMPLATE = (
@@ -40,9 +41,9 @@ def zoo(*args: str) -> str:
     return done.stdout
 
 
-def make_checkpoint(folder: Path) -> None:
+def save_tokenizer(folder: Path) -> None:
+    """A byte-level BPE learned from ``TEXT``, ``<s>`` before every text (as a Llama's), with a chat template."""
     import tokenizers
-    import torch
     import transformers
 
     tok = tokenizers.Tokenizer(tokenizers.models.BPE())
@@ -58,11 +59,17 @@ def make_checkpoint(folder: Path) -> None:
     tok.post_processor = tokenizers.processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
     fast.chat_template = TEMPLATE
-    torch.manual_seed(0)
+    fast.save_pretrained(folder)
+
+
+def tiny_llama(hidden: int = 64) -> Any:
+    """A tiny random Llama over ``save_tokenizer``'s 300 ids (bos 0, eos 1)."""
+    import transformers
+
     config = transformers.LlamaConfig(
         vocab_size=320,
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -70,8 +77,15 @@ def make_checkpoint(folder: Path) -> None:
         bos_token_id=0,
         eos_token_id=1,
     )
-    transformers.LlamaForCausalLM(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def make_checkpoint(folder: Path) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    tiny_llama().save_pretrained(folder)
+    save_tokenizer(folder)
 
 
 def main() -> int:

@@ -19,6 +19,7 @@ to resume or to load a folder (:func:`adapt_as_recipe`), so its saved adapters l
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -228,22 +229,20 @@ def merge_lora(model: nn.Module) -> nn.Module:
     """Fold every adapter into its weight (``W + (alpha / rank) * B @ A``, computed in fp32), in place: plain
     ``nn.Linear`` layers again, every parameter trainable, and ``model.recipe`` without ``train.lora`` (so the
     model saves and exports as any other). Returns ``model``."""
-    adapted = lora_modules(model)
-    for name, module in adapted.items():
-        _set_child(model, name, module.merged())
-    if adapted:
-        for p in model.parameters():
-            p.requires_grad_(True)
-    _without_lora_recipe(model)
-    return model
+    return _unadapted(model, lambda module: module.merged())
 
 
 def strip_lora(model: nn.Module) -> nn.Module:
     """Remove every adapter, in place, keeping the base weights as they are (unmerged); ``model.recipe`` without
     ``train.lora``. Returns ``model``."""
+    return _unadapted(model, lambda module: module.base())
+
+
+def _unadapted(model: nn.Module, plain: Callable[[Any], nn.Module]) -> nn.Module:
+    """Each adapted linear of ``model`` replaced by ``plain(it)``, every parameter trainable again."""
     adapted = lora_modules(model)
     for name, module in adapted.items():
-        _set_child(model, name, module.base())
+        _set_child(model, name, plain(module))
     if adapted:
         for p in model.parameters():
             p.requires_grad_(True)
