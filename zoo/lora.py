@@ -1,4 +1,4 @@
-"""Low-rank adapters (LoRA, Hu et al. 2021) on the linear projections components declare adaptable.
+"""Low-rank adapters (LoRA) on the linear projections that components declare adaptable.
 
     model = zoo.build("llama-tiny")
     adapted = apply_lora(model, LoRAConfig(rank=16, alpha=32, targets=["attention"]))   # model surgery
