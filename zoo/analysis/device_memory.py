@@ -19,6 +19,8 @@ RESERVE = 0.10
 CONTEXT = 1 << 30
 """The CUDA context, cuBLAS / NCCL workspaces and kernels: memory a GPU process uses outside tensors."""
 MAX_MICRO_BATCH = 1 << 24
+LOW_PRECISION = {"bf16": 0.5, "fp16": 0.5}
+"""Bytes of a weight gathered by FSDP2's ``MixedPrecisionPolicy`` per byte of its fp32 shard."""
 
 
 @dataclass(frozen=True)
@@ -29,12 +31,15 @@ class Memory:
     gradients: int
     optimizer: int
     gathered: int
-    """Weights FSDP gathers whole while their layers run (the root's and one or two blocks')."""
+    """Weights FSDP gathers whole while their layers run (the root's and one or two blocks'; in bf16 / fp16 the
+    blocks' are counted in ``casts``), with its flat all-gather and reduce-scatter buffers."""
     activations: int
     """Made in the forward and still alive at the peak: what the backward will read."""
     casts: int
-    """Of what the forward keeps, the bf16 / fp16 copies of the fp32 weights autocast made (2 B per parameter
-    in bf16 over the blocks whose activations are kept): the backward's inputs of each matmul."""
+    """The bf16 / fp16 copies of the fp32 weights. One device or DDP: those autocast made and the forward keeps
+    (2 B per parameter in bf16 over the blocks whose activations are kept), the backward's inputs of each
+    matmul. FSDP (``MixedPrecisionPolicy``, no autocast): the blocks' weights gathered in bf16 / fp16 while they
+    run, one block in the forward, two in the backward (itself and the next, prefetched)."""
     temporaries: int
     """Activation gradients, recomputed activations, the optimizer's scratch: made and freed in the step."""
     reserve: int
@@ -84,7 +89,11 @@ def _device_memory(trace: StepTrace, timeline: Timeline, layout: _Layout, scale:
     extra_grads = 0.0
     offloaded = 0.0
     if layout.strategy == "fsdp":
-        grads, gathered = _fsdp_grads_and_gathered(trace, timeline, layout)
+        grads, gathered, blocks = _fsdp_grads_and_gathered(trace, timeline, layout)
+        if trace.precision in LOW_PRECISION:  # the policy gathers the weights in low precision; no autocast
+            casts = blocks * LOW_PRECISION[trace.precision]
+        else:
+            gathered = gathered + blocks
         n = layout.shards
         weights, optimizer = weights / n, optimizer / n
         g = grads
@@ -116,14 +125,19 @@ def _device_memory(trace: StepTrace, timeline: Timeline, layout: _Layout, scale:
     )
 
 
-def _fsdp_grads_and_gathered(trace: StepTrace, timeline: Timeline, layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
-    """Per operator, under FSDP2: the gradient bytes on a device and the weights it holds gathered.
+def _fsdp_grads_and_gathered(
+    trace: StepTrace, timeline: Timeline, layout: _Layout
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per operator, under FSDP2: the gradient bytes on a device, the weights it holds gathered outside the
+    blocks (with the flat buffers), and the blocks' weights it holds gathered, as fp32 bytes.
 
     A block's gradients are whole until its backward ends (then reduce-scattered: 1/shards stays); the
     root's (every weight outside the blocks) until the backward ends; with gradient accumulation, all stay
     whole (no reduce-scatter before the last micro-step). Gathered: the root's weights through forward and
     backward; a block's while it runs, with the next block of the backward prefetched; at a gather (a block's
-    start) and a reduce-scatter (its backward's end), one more copy of the block for the flat buffers.
+    start) and a reduce-scatter (its backward's end), one more copy of the block for the flat buffers. In bf16 /
+    fp16 the root's weights and the all-gather buffers are in that dtype (``MixedPrecisionPolicy``), the
+    reduce-scatter's in fp32 (its ``reduce_dtype``).
     """
     n = layout.shards
     segs = timeline.segments
@@ -133,6 +147,8 @@ def _fsdp_grads_and_gathered(trace: StepTrace, timeline: Timeline, layout: _Layo
     k = len(segs)
     done = np.zeros(k)  # gradient bytes already reduce-scattered when each segment begins
     gathered_seg = np.zeros(k)
+    blocks_seg = np.zeros(k)
+    gather = LOW_PRECISION.get(trace.precision, 1.0)  # bytes gathered per fp32 byte of weight
     running = 0.0
     backward_blocks = [
         j for j, (name, phase, _) in enumerate(segs) if phase == "backward" and name in trace.block_params
@@ -146,12 +162,12 @@ def _fsdp_grads_and_gathered(trace: StepTrace, timeline: Timeline, layout: _Layo
         done[j] = running
         if phase == "optimizer":
             continue
-        gathered_seg[j] = root
+        gathered_seg[j] = root * gather
         if name in trace.block_params:
-            gathered_seg[j] += params
+            blocks_seg[j] = params
             if phase == "backward":
                 nxt = following[j]
-                gathered_seg[j] += segs[nxt][2] if nxt is not None else 0.0
+                blocks_seg[j] += segs[nxt][2] if nxt is not None else 0.0
                 running += timeline.segment_gradients[j + 1] - timeline.segment_gradients[j]
     grads = g.copy()
     if layout.grad_accum == 1:
@@ -163,10 +179,10 @@ def _fsdp_grads_and_gathered(trace: StepTrace, timeline: Timeline, layout: _Layo
     gathered = gathered_seg[seg].copy()
     for j, (name, phase, params) in enumerate(segs):  # the flat all-gather and reduce-scatter buffers
         if name in trace.block_params and ends[j] > starts[j]:
-            gathered[starts[j]] += params
+            gathered[starts[j]] += params * gather
             if phase == "backward":
                 gathered[ends[j] - 1] += params
-    return grads, gathered
+    return grads, gathered, blocks_seg[seg]
 
 
 def _largest_micro_batch(trace: StepTrace, timeline: Timeline, layout: _Layout, acc: Accelerator) -> int:

@@ -261,6 +261,7 @@ def plan(
     if strategy == "fsdp" and t.fsdp_sharding == "hybrid" and gpus % shards:
         raise PlanError(f"hybrid sharding groups {acc.per_node} devices per node: --gpus {gpus} is not a multiple")
     layout = _Layout(strategy, shards, t.fsdp_offload and strategy == "fsdp", t.grad_accum)
+    notes += _precision_notes(strategy, prec)
     if strategy == "fsdp" and t.grad_accum > 1:
         notes.append(
             "FSDP with grad_accum > 1 keeps whole gradients between micro-steps (no reduce-scatter until the last)"
@@ -308,6 +309,22 @@ def plan(
             f"{math.ceil(micro / largest) * t.grad_accum} keeps about the same tokens per step"
         ]
     return result
+
+
+def _precision_notes(strategy: str, precision: str) -> list[str]:
+    """Which mixed precision the plan models: the trainer's (``zoo.train.distributed``)."""
+    if precision == "fp32":
+        return []
+    if strategy == "fsdp":
+        return [
+            f"FSDP2 with MixedPrecisionPolicy(param_dtype={precision}, reduce_dtype=fp32) and no autocast, as the "
+            f"trainer: the {precision} copies of weights are the blocks gathered in {precision} while they run (one "
+            "in the forward; two in the backward, itself and the next, prefetched), not a copy of every weight; "
+            "gradients are reduce-scattered in fp32"
+        ]
+    return [
+        f"autocast to {precision}, as the trainer: its cached {precision} copies of the weights stay until the backward"
+    ]
 
 
 def _strategy(trace: StepTrace, acc: Accelerator, gpus: int, parallel: str) -> str:

@@ -6,6 +6,12 @@ N processes follows the single-process run up to floating-point summation order.
 
 ``parallel: auto`` picks DDP unless the weights, gradients and AdamW moments (16 bytes per parameter in
 fp32) would not fit in 80% of one GPU, and then FSDP2 (``fully_shard`` on every block, then the model).
+
+Precision: DDP and one process run the forward under ``torch.autocast``. FSDP2 does not: autocast's cached
+casts of the gathered weights, saved for backward, would keep a bf16 copy of every weight on every device
+until the backward. FSDP2 instead gathers the weights in bf16 / fp16 (``MixedPrecisionPolicy(param_dtype,
+reduce_dtype=fp32)``, as torchtitan does), so the low-precision copies are those of the blocks in flight; the
+fp32 shards stay the master weights and gradients are reduce-scattered in fp32.
 """
 
 from __future__ import annotations
@@ -104,13 +110,21 @@ def choose_strategy(model: nn.Module, env: Distributed, parallel: str) -> str:
 
 
 def wrap(
-    model: nn.Module, env: Distributed, strategy: str, *, sharding: str = "full", offload: bool = False
+    model: nn.Module,
+    env: Distributed,
+    strategy: str,
+    *,
+    sharding: str = "full",
+    offload: bool = False,
+    param_dtype: torch.dtype | None = None,
 ) -> nn.Module:
     """The model as the training step calls it: itself, DDP around it, or sharded in place by FSDP2.
 
     FSDP2 ``sharding``: ``full`` over every process, or ``hybrid`` (HSDP): sharded within a node of
     ``LOCAL_WORLD_SIZE`` processes, replicated across nodes. ``offload`` keeps the shards (weights,
-    gradients, optimizer state) in CPU memory (``CPUOffloadPolicy``).
+    gradients, optimizer state) in CPU memory (``CPUOffloadPolicy``). ``param_dtype`` (bf16 / fp16; None: fp32):
+    FSDP2 gathers the weights in it and reduce-scatters gradients in fp32 (``mixed_precision``), in place of
+    autocast, which the trainer then leaves off.
     """
     if strategy == "none":
         return model
@@ -128,12 +142,25 @@ def wrap(
         options["offload_policy"] = (
             CPUOffloadPolicy(pin_memory=env.device.type == "cuda") if offload else OffloadPolicy()
         )
+        options["mp_policy"] = mixed_precision(param_dtype)
         for stack in _stacks(model):
             for block in stack.blocks:
                 fully_shard(block, **options)
         fully_shard(model, **options)
         return model
     raise TrainError(f"unknown parallel strategy {strategy!r}")
+
+
+def mixed_precision(param_dtype: torch.dtype | None) -> Any:
+    """FSDP2's ``MixedPrecisionPolicy``: weights gathered in ``param_dtype``, gradients reduce-scattered in fp32,
+    floating-point inputs of each sharded module cast to ``param_dtype``; None or fp32: everything in fp32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if param_dtype is None or param_dtype == torch.float32:
+        return MixedPrecisionPolicy()
+    if param_dtype not in (torch.bfloat16, torch.float16):
+        raise TrainError(f"FSDP mixed precision {param_dtype}: choose bf16, fp16 or fp32")
+    return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
 
 
 def fsdp_mesh(env: Distributed, sharding: str) -> Any:

@@ -275,22 +275,21 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         set_activation_checkpointing(self.model, config.activation_checkpointing, config.checkpoint_every)
         if self.strategy != "fsdp":
             self.model.to(env.device)
-        # FSDP2 shards in place onto the device (or, offloaded, keeps the shards in CPU memory)
+        self.amp_dtype = autocast_dtype(config.precision, env.device)
+        # FSDP2 shards in place (offloaded: shards in CPU memory), gathers weights in amp_dtype (see _autocast)
+        sharding, offload = config.fsdp_sharding, config.fsdp_offload
         self.wrapped = dist.wrap(
-            self.model, env, self.strategy, sharding=config.fsdp_sharding, offload=config.fsdp_offload
+            self.model, env, self.strategy, sharding=sharding, offload=offload, param_dtype=self.amp_dtype
         )
-        fused = env.device.type in ("cuda", "cpu")
         self.optimizer = torch.optim.AdamW(
             parameter_groups(self.model, config.weight_decay),
             lr=config.lr,
             betas=config.betas,
             eps=config.eps,
-            fused=fused,
+            fused=env.device.type in ("cuda", "cpu"),
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
-        self.amp_dtype = autocast_dtype(config.precision, env.device)
-        use_scaler = self.amp_dtype == torch.float16
-        self.scaler = torch.amp.GradScaler(env.device.type, enabled=use_scaler)
+        self.scaler = torch.amp.GradScaler(env.device.type, enabled=self.amp_dtype == torch.float16)
         self.step_model = torch.compile(self.wrapped) if config.compile else self.wrapped
         if env.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
@@ -365,7 +364,8 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         return batch
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.amp_dtype is None:
+        """Autocast at the precision; none in fp32, nor under FSDP2, whose policy gathers low-precision weights."""
+        if self.amp_dtype is None or self.strategy == "fsdp":
             return contextlib.nullcontext()
         return autocast(self.env.device.type, self.amp_dtype, self.config.activation_checkpointing)
 
