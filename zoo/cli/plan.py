@@ -171,7 +171,9 @@ def _memory(p: Any) -> Any:
         t.add_row("gathered weights (outside blocks, running block)", size(m.gathered))
     t.add_row("activations kept for backward", size(m.activations))
     if m.casts:
-        t.add_row(f"{p.precision} copies of the weights (autocast, kept)", size(m.casts))
+        mixed = p.strategy == "fsdp"  # FSDP2's MixedPrecisionPolicy: only the blocks in flight are gathered in it
+        kept = "the blocks in flight, FSDP's policy" if mixed else "autocast, kept"
+        t.add_row(f"{p.precision} copies of the weights ({kept})", size(m.casts))
     t.add_row("temporaries (activation grads, recomputation)", size(m.temporaries))
     gpu = p.accelerator.gpu
     reserve = f"allocator reserve {RESERVE:.0%} + context {CONTEXT / 2**30:.0f} GiB" if gpu else "allocator reserve"
@@ -199,12 +201,14 @@ def _units(p: Any) -> Any:
         "total",
         right=("count", "each", "total"),
     )
+    mixed = p.strategy == "fsdp"  # the policy casts no weight copies to keep: the traced autocast casts are not kept
     for u in p.units:
-        if u.saved_each == 0 and u.count == 1:
+        each = u.saved_each - (u.casts_each if mixed else 0)
+        if each == 0 and u.count == 1:
             continue
-        t.add_row(u.name, f"{u.count}", size(u.saved_each), size(u.saved_each * u.count))
+        t.add_row(u.name, f"{u.count}", size(each), size(each * u.count))
     casts = sum(u.casts_each * u.count for u in p.units)
-    if casts:
+    if casts and p.strategy != "fsdp":  # under FSDP the policy gathers weights per block: no copies kept per unit
         t.caption = f"of which {size(casts)}: {p.precision} copies of weights"
         t.caption_justify = "left"
     return t
