@@ -14,6 +14,7 @@ from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.label import Label
 from zoo.limits import MAX_WIDTH
+from zoo.tensor_parallel import check_divides, refuse
 
 
 class TokenEmbedding(nn.Module):
@@ -70,6 +71,18 @@ class TokenEmbedding(nn.Module):
         if self.token_type is not None:
             x = x + (self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids))
         return x
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the vocabulary splits over the ranks (each looks up the ids
+        of its rows, zeros for the rest, and the ranks' lookups are summed); token types and ``project_in`` stay
+        whole."""
+        from torch.distributed.tensor import Replicate
+        from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+        check_divides("token embedding", mesh.size(), vocab_size=self.token.num_embeddings)
+        if self.token.padding_idx is not None:
+            refuse("token embedding", f"padding_idx ({self.token.padding_idx}, a row kept at zero)", mesh.size())
+        parallelize_module(self, mesh, {"token": RowwiseParallel(input_layouts=Replicate())})
 
 
 class PatchEmbedding(nn.Module):

@@ -26,6 +26,7 @@ from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
 from zoo.limits import MAX_WIDTH
 from zoo.registry import preset
+from zoo.tensor_parallel import check_divides, refuse
 
 Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "silu", "xielu", "identity"]
 
@@ -137,6 +138,17 @@ def _dropout(p: float) -> nn.Module:
     return nn.Dropout(p) if p > 0 else nn.Identity()
 
 
+def split_hidden(ffn: nn.Module, mesh: Any, first: tuple[str, ...]) -> None:
+    """An FFN's tensor-parallel plan: the ``first`` projections column-wise, ``down_proj`` row-wise."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    size, hidden = mesh.size(), ffn.down_proj.in_features
+    check_divides(f"{type(ffn).__name__} of hidden width {hidden}", size, hidden=hidden)
+    if any(True for _ in ffn.act.parameters()):  # learned per-feature or scalar: summed over ranks otherwise
+        refuse(f"{type(ffn).__name__}", f"the learned activation {type(ffn.act).__name__}", size)
+    parallelize_module(ffn, mesh, {**dict.fromkeys(first, ColwiseParallel()), "down_proj": RowwiseParallel()})
+
+
 class MLP(nn.Module):
     """Two-layer MLP: down_proj(act(up_proj(x))), hidden = 4 * d_model by default (GPT-2, BERT, ViT).
 
@@ -176,6 +188,11 @@ class MLP(nn.Module):
         """x (N, L, E) -> (N, L, E); H is the hidden width."""
         h = self.act(self.up_proj(x))  # (N, L, H)
         return self.dropout(self.down_proj(h))  # (N, L, E)
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the hidden width splits over the ranks, up column-wise,
+        down row-wise (the ranks' partial outputs summed)."""
+        split_hidden(self, mesh, ("up_proj",))
 
 
 def gated_hidden(d_model: int, multiple_of: int = 256) -> int:
@@ -247,6 +264,11 @@ class GatedMLP(nn.Module):
         """x (N, L, E) -> (N, L, E); H is the hidden width."""
         h = glu(self.act, self.gate_proj(x), self.up_proj(x), self.limit, self.up_shift)  # (N, L, H)
         return self.dropout(self.down_proj(h))  # (N, L, E)
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the hidden width splits over the ranks, gate and up
+        column-wise, down row-wise (the ranks' partial outputs summed)."""
+        split_hidden(self, mesh, ("gate_proj", "up_proj"))
 
 
 SwiGLU = preset(

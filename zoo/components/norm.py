@@ -35,6 +35,10 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model, **factory)) if affine else None
         self.bias = nn.Parameter(torch.zeros(d_model, **factory)) if affine and bias else None
 
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): every rank holds the whole norm and normalises the whole
+        (replicated) activations."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, self.shape, self.weight, self.bias, self.eps)
 
@@ -63,6 +67,10 @@ class RMSNorm(nn.Module):
         self.offset = offset
         start = torch.full((d_model,), 1.0 - offset, device=device, dtype=dtype)
         self.weight = nn.Parameter(start) if affine else None
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): every rank holds the whole norm and normalises the whole
+        (replicated) activations."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Normalise in float32: the mean of squares under-/overflows in half precision.

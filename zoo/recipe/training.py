@@ -54,6 +54,27 @@ class LoRAConfig(BaseModel):
         return self
 
 
+class MeshConfig(BaseModel):
+    """The device mesh of a torchrun run: ``replicate x shard x tensor`` processes, tensor innermost (the ranks of
+    one tensor-parallel group are neighbours, on one node). ``replicate x shard`` is the data-parallel degree: each
+    of those groups takes its slice of every batch. ``shard > 1``: FSDP2 shards weights, gradients and optimizer
+    state over ``shard`` processes (with ``replicate > 1``: HSDP); ``tensor > 1``: each block's projections split
+    over ``tensor`` processes, as each component declares (``zoo.train.tensor``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    replicate: int = Field(1, ge=1, le=MAX_SIZE, description="Data-parallel replicas (DDP, or HSDP's replicas).")
+    shard: int = Field(1, ge=1, le=MAX_SIZE, description="Processes FSDP2 shards weights and optimizer state over.")
+    tensor: int = Field(1, ge=1, le=MAX_SIZE, description="Processes each block's projections split over (TP).")
+
+    @property
+    def world_size(self) -> int:
+        return self.replicate * self.shard * self.tensor
+
+    def __str__(self) -> str:
+        return f"{{replicate: {self.replicate}, shard: {self.shard}, tensor: {self.tensor}}}"
+
+
 class TrainConfig(BaseModel):
     """Optimiser, schedule, batch, precision and bookkeeping of a training run."""
 
@@ -101,8 +122,10 @@ class TrainConfig(BaseModel):
         "auto", description="fp32, bf16 (autocast), fp16 (autocast + loss scaling); auto: bf16 on CUDA, fp32 on CPU."
     )
     compile: bool = Field(False, description="Run the model through torch.compile.")
-    parallel: Parallel = Field(
-        "auto", description="Under torchrun: ddp, or fsdp (FSDP2) for models too big for one GPU; auto chooses."
+    parallel: Parallel | MeshConfig = Field(
+        "auto",
+        description="Under torchrun: ddp, or fsdp (FSDP2) for models too big for one GPU; auto chooses; or the "
+        "device mesh {replicate: R, shard: S, tensor: T}, R x S x T = the number of processes.",
     )
     activation_checkpointing: Checkpointing = Field(
         "none",
@@ -159,6 +182,13 @@ class TrainConfig(BaseModel):
                 f"checkpoint_every ({self.checkpoint_every}) applies to activation_checkpointing: every_k only, "
                 f"not {self.activation_checkpointing}: set activation_checkpointing: every_k or drop checkpoint_every"
             )
+        if isinstance(self.parallel, MeshConfig) and self.fsdp_sharding != "full":
+            raise ValueError(
+                "fsdp_sharding applies to parallel: fsdp; a mesh says it itself: {replicate: nodes, shard: processes "
+                "per node} is HSDP"
+            )
+        if isinstance(self.parallel, MeshConfig) and self.fsdp_offload and self.parallel.shard == 1:
+            raise ValueError(f"fsdp_offload offloads FSDP2's shards, and parallel {self.parallel} has none: shard > 1")
         if self.parallel == "ddp" and (self.fsdp_sharding != "full" or self.fsdp_offload):
             raise ValueError(
                 "fsdp_sharding and fsdp_offload apply to parallel: fsdp (or auto), not ddp: set parallel: fsdp"

@@ -98,47 +98,138 @@ def setup(device: str) -> Distributed:
     return Distributed(rank=rank, world_size=world_size, local_rank=local_rank, device=chosen, owns_group=owns)
 
 
-def choose_strategy(model: nn.Module, env: Distributed, parallel: str) -> str:
+@dataclass(frozen=True)
+class Layout:
+    """How the processes share the work: ``replicate x shard`` data-parallel groups, each of ``tensor`` processes
+    that split every block (tensor innermost: rank ``r`` is in data group ``r // tensor``). ``strategy`` is the
+    data-parallel wrapper: ``none`` (one data group), ``ddp`` or ``fsdp`` (FSDP2; HSDP with ``replicate > 1``)."""
+
+    strategy: str = "none"
+    replicate: int = 1
+    shard: int = 1
+    tensor: int = 1
+
+    @property
+    def data(self) -> int:
+        """Data-parallel groups: each takes its own slice of every batch."""
+        return self.replicate * self.shard
+
+    def data_rank(self, rank: int) -> int:
+        return rank // self.tensor
+
+    def __str__(self) -> str:
+        return f"{{replicate: {self.replicate}, shard: {self.shard}, tensor: {self.tensor}}}"
+
+
+def choose_strategy(model: nn.Module, env: Distributed, parallel: Any) -> str:
+    """The data-parallel wrapper of ``train.parallel`` as a name (``choose_layout`` has the whole layout)."""
+    return choose_layout(model, env, parallel).strategy
+
+
+def choose_layout(model: nn.Module, env: Distributed, parallel: Any, *, sharding: str = "full") -> Layout:
+    """The layout of ``train.parallel``: ``auto``, ``ddp``, ``fsdp`` (``sharding`` full or hybrid), or a mesh
+    ``{replicate, shard, tensor}`` whose product must be the number of processes torchrun started.
+
+    Raises:
+        TrainError: a mesh of another size than the world.
+    """
+    W = env.world_size
+    if not isinstance(parallel, str):  # a MeshConfig
+        if parallel.world_size != W:
+            started = "one process (no torchrun)" if W == 1 else f"{W} processes"
+            raise TrainError(
+                f"train.parallel {parallel} needs replicate x shard x tensor = {parallel.world_size} processes, and "
+                f"this run has {started}: start torchrun with --nproc-per-node {parallel.world_size} (all nodes "
+                "together), or change the mesh to multiply to the number of processes"
+            )
+        R, S, T = parallel.replicate, parallel.shard, parallel.tensor
+        strategy = "fsdp" if S > 1 or (T > 1 and R > 1) else "ddp" if R > 1 else "none"
+        return Layout(strategy, R, S, T)
     if not env.active:
-        return "none"
-    if parallel != "auto":
-        return parallel
-    if env.device.type != "cuda":
-        return "ddp"
-    need = sum(p.numel() for p in model.parameters()) * BYTES_PER_PARAMETER
-    return "fsdp" if need > 0.8 * torch.cuda.get_device_properties(env.device).total_memory else "ddp"
+        return Layout()
+    if parallel == "auto":
+        parallel = "ddp"
+        if env.device.type == "cuda":
+            need = sum(p.numel() for p in model.parameters()) * BYTES_PER_PARAMETER
+            parallel = "fsdp" if need > 0.8 * torch.cuda.get_device_properties(env.device).total_memory else "ddp"
+    if parallel == "ddp":
+        return Layout("ddp", replicate=W)
+    if parallel != "fsdp":
+        raise TrainError(f"unknown parallel strategy {parallel!r}")
+    if sharding == "full":
+        return Layout("fsdp", shard=W)
+    if sharding != "hybrid":
+        raise TrainError(f"fsdp_sharding {sharding!r}: choose full or hybrid")
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", W))
+    if local < 1 or W % local:
+        raise TrainError(
+            f"fsdp_sharding hybrid shards within a node of LOCAL_WORLD_SIZE ({local}) processes, which must divide "
+            f"the world size ({W}): start the same number of processes on every node"
+        )
+    return Layout("fsdp", replicate=W // local, shard=local)
+
+
+def data_groups(parallel: Any, env: Distributed) -> int:
+    """How many slices each batch is cut into: the mesh's ``replicate x shard``, or every process."""
+    return env.world_size if isinstance(parallel, str) else parallel.replicate * parallel.shard
+
+
+def data_group(mesh: Any, layout: Layout) -> Any:
+    """The process group of this rank's data-parallel peers (the ranks that read other slices of each batch and
+    hold the same part of the model), or None with one data group."""
+    if layout.data == 1:
+        return None
+    if layout.tensor == 1:
+        return dist.group.WORLD
+    return mesh["replicate", "shard"]._flatten("data").get_group()
+
+
+def device_mesh(env: Distributed, layout: Layout) -> Any:
+    """The 3-D mesh ``(replicate, shard, tensor)`` of the layout, or None for one process."""
+    if not env.active:
+        return None
+    from torch.distributed.device_mesh import init_device_mesh
+
+    shape = (layout.replicate, layout.shard, layout.tensor)
+    return init_device_mesh(env.device.type, shape, mesh_dim_names=("replicate", "shard", "tensor"))
 
 
 def wrap(
     model: nn.Module,
     env: Distributed,
-    strategy: str,
+    layout: Layout | str,
     *,
-    sharding: str = "full",
+    mesh: Any = None,
     offload: bool = False,
     param_dtype: torch.dtype | None = None,
+    sharding: str = "full",
 ) -> nn.Module:
     """The model as the training step calls it: itself, DDP around it, or sharded in place by FSDP2.
 
-    FSDP2 ``sharding``: ``full`` over every process, or ``hybrid`` (HSDP): sharded within a node of
-    ``LOCAL_WORLD_SIZE`` processes, replicated across nodes. ``offload`` keeps the shards (weights,
-    gradients, optimizer state) in CPU memory (``CPUOffloadPolicy``). ``param_dtype`` (bf16 / fp16; None: fp32):
-    FSDP2 gathers the weights in it and reduce-scatters gradients in fp32 (``mixed_precision``), in place of
-    autocast, which the trainer then leaves off.
+    FSDP2 shards over the mesh's ``shard`` dimension, and replicates over ``replicate`` (HSDP); a model that
+    tensor parallelism has split (``zoo.train.tensor``) is sharded over the data dimensions only, its
+    parameters becoming 2-D (data x tensor) DTensors. ``offload`` keeps the shards (weights, gradients, optimizer
+    state) in CPU memory (``CPUOffloadPolicy``). ``param_dtype`` (bf16 / fp16; None: fp32): FSDP2 gathers the
+    weights in it and reduce-scatters gradients in fp32 (``mixed_precision``), in place of autocast, which the
+    trainer then leaves off. (A strategy name with ``sharding``: the layout ``choose_layout`` makes of it.)
     """
-    if strategy == "none":
+    if isinstance(layout, str):
+        layout = choose_layout(model, env, layout, sharding=sharding)
+    if layout.strategy == "none":
         return model
-    if strategy == "ddp":
+    if layout.strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
         # Routed experts that received no token this step have no gradient; DDP must be told to expect that.
         routed = any(hasattr(m, "aux_loss") for m in model.modules() if m is not model)
         device_ids = [env.device.index] if env.device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=routed)
-    if strategy == "fsdp":
+    if layout.strategy == "fsdp":
         from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
-        options: dict[str, Any] = {"mesh": fsdp_mesh(env, sharding)}
+        mesh = device_mesh(env, layout) if mesh is None else mesh
+        data = mesh["replicate", "shard"] if layout.replicate > 1 else mesh["shard"]
+        options: dict[str, Any] = {"mesh": data}
         options["offload_policy"] = (
             CPUOffloadPolicy(pin_memory=env.device.type == "cuda") if offload else OffloadPolicy()
         )
@@ -148,7 +239,7 @@ def wrap(
                 fully_shard(block, **options)
         fully_shard(model, **options)
         return model
-    raise TrainError(f"unknown parallel strategy {strategy!r}")
+    raise TrainError(f"unknown parallel strategy {layout.strategy!r}")
 
 
 def mixed_precision(param_dtype: torch.dtype | None) -> Any:
@@ -161,29 +252,6 @@ def mixed_precision(param_dtype: torch.dtype | None) -> Any:
     if param_dtype not in (torch.bfloat16, torch.float16):
         raise TrainError(f"FSDP mixed precision {param_dtype}: choose bf16, fp16 or fp32")
     return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
-
-
-def fsdp_mesh(env: Distributed, sharding: str) -> Any:
-    """The device mesh FSDP2 shards over: 1-D over every process (full), or 2-D (replicate, shard) with one
-    shard group per node of ``LOCAL_WORLD_SIZE`` processes (hybrid).
-
-    Raises:
-        TrainError: an unknown sharding, or a world size that is not a whole number of nodes.
-    """
-    from torch.distributed.device_mesh import init_device_mesh
-
-    device = env.device.type
-    if sharding == "full":
-        return init_device_mesh(device, (env.world_size,))
-    if sharding != "hybrid":
-        raise TrainError(f"fsdp_sharding {sharding!r}: choose full or hybrid")
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", env.world_size))
-    if local < 1 or env.world_size % local:
-        raise TrainError(
-            f"fsdp_sharding hybrid shards within a node of LOCAL_WORLD_SIZE ({local}) processes, which must divide "
-            f"the world size ({env.world_size}): start the same number of processes on every node"
-        )
-    return init_device_mesh(device, (env.world_size // local, local), mesh_dim_names=("replicate", "shard"))
 
 
 def _stacks(model: nn.Module) -> list[nn.Module]:

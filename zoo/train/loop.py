@@ -58,12 +58,21 @@ from .events import TrainEvent, TrainResult
 from .interrupt import Interruptible, TrainInterrupted
 from .lora import adapt
 from .metrics import MetricsWriter
-from .objectives import Objective, describe_batch, make_objective, needs_tokenizer, objective_name, perplexity
+from .objectives import (
+    Objective,
+    describe_batch,
+    loss_weight,
+    make_objective,
+    needs_tokenizer,
+    objective_name,
+    perplexity,
+)
 from .optim import autocast, autocast_dtype, lr_factor, parameter_groups
 from .progress import Reporting
 from .resume import Checkpointing
 from .rundir import RUNS_DIR, Start, check_run_name, default_run_dir
-from .tokenizer import BPETokenizer, ByteTokenizer, Tokenizer
+from .tensor import WholeLogits, clip_grad_norm, loss_context, place, whole
+from .tokenizing import Tokenizing
 from .transfer import Transfer, init_from_folder
 
 __all__ = [
@@ -168,9 +177,10 @@ def check_sequence_length(recipe: Recipe, seq_len: int, objective: str) -> None:
         )
 
 
-class Trainer(Checkpointing, Interruptible, Reporting):
+class Trainer(Checkpointing, Interruptible, Reporting, Tokenizing):
     """One training run. ``train()`` is the way to use it; the pieces are methods to keep each short, those of
-    checkpoints, Ctrl-C and reporting in the mixins ``Checkpointing``, ``Interruptible`` and ``Reporting``."""
+    checkpoints, Ctrl-C, reporting and the tokenizer in the mixins ``Checkpointing``, ``Interruptible``,
+    ``Reporting`` and ``Tokenizing``."""
 
     def __init__(
         self,
@@ -211,9 +221,11 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         self.seq_len = self.config.seq_len or recipe.max_len or 0
         if self.objective_name != "image_classification":
             check_sequence_length(recipe, self.seq_len, self.objective_name)
-        if self.config.batch_size % self.env.world_size:
+        groups = dist.data_groups(self.config.parallel, self.env)
+        if self.config.batch_size % groups:
             raise TrainError(
-                f"train.batch_size ({self.config.batch_size}) is the batch of all {self.env.world_size} processes "
+                f"train.batch_size ({self.config.batch_size}) is the batch of all {groups} "
+                f"{'processes' if groups == self.env.world_size else 'data-parallel groups (replicate x shard)'} "
                 "together and must be divisible by their number"
             )
         self.resume_from = self._find_checkpoint(resume)
@@ -271,26 +283,31 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         self.objective: Objective = make_objective(
             self.recipe, self.model, self.tokenizer, self.data_path, self.seq_len
         )
-        self.strategy = dist.choose_strategy(self.model, env, config.parallel)
+        self.layout = dist.choose_layout(self.model, env, config.parallel, sharding=config.fsdp_sharding)
+        self.strategy, self.data_rank = self.layout.strategy, self.layout.data_rank(env.rank)
+        if self.layout.tensor > 1 and config.lora is not None:
+            raise TrainError("train.lora with tensor parallelism: train the adapters with tensor: 1")
+        mesh = dist.device_mesh(env, self.layout)
+        place(self.model, env, self.layout, mesh)  # on the device, split over the tensor dimension
         set_activation_checkpointing(self.model, config.activation_checkpointing, config.checkpoint_every)
-        if self.strategy != "fsdp":
-            self.model.to(env.device)
         self.amp_dtype = autocast_dtype(config.precision, env.device)
         # FSDP2 shards in place (offloaded: shards in CPU memory), gathers weights in amp_dtype (see _autocast)
-        sharding, offload = config.fsdp_sharding, config.fsdp_offload
         self.wrapped = dist.wrap(
-            self.model, env, self.strategy, sharding=sharding, offload=offload, param_dtype=self.amp_dtype
+            self.model, env, self.layout, mesh=mesh, offload=config.fsdp_offload, param_dtype=self.amp_dtype
         )
+        mixed = self.layout.tensor > 1 and self.strategy == "none"  # split DTensors beside plain tensors
         self.optimizer = torch.optim.AdamW(
             parameter_groups(self.model, config.weight_decay),
             lr=config.lr,
             betas=config.betas,
             eps=config.eps,
-            fused=env.device.type in ("cuda", "cpu"),
+            fused=env.device.type in ("cuda", "cpu") and not mixed,
+            foreach=False if mixed else None,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.scaler = torch.amp.GradScaler(env.device.type, enabled=self.amp_dtype == torch.float16)
         self.step_model = torch.compile(self.wrapped) if config.compile else self.wrapped
+        self.eval_model = WholeLogits(self.model) if self.layout.tensor > 1 else self.model
         if env.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
@@ -298,7 +315,7 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         if self.resume_from is not None:
             self._load(self.resume_from)
         else:
-            torch.manual_seed(config.seed + 1 + env.rank)  # dropout streams differ per rank
+            torch.manual_seed(config.seed + 1 + self.data_rank)  # dropout streams differ per data group
         if env.is_main:
             self.metrics = MetricsWriter(self.run_dir, resume_step=self.start_step if self.resume_from else None)
             if self.resume_from is None:
@@ -310,44 +327,6 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         self.done_step = self.start_step
         """The last step completed (its optimizer update and schedule step done)."""
 
-    def _tokenizer(self) -> Tokenizer | None:
-        if not needs_tokenizer(self.objective_name):
-            return None
-        if self.resume_from is not None:
-            tokenizer = ckpt.read_tokenizer(self.resume_from)
-        elif self.transfer is not None and self.transfer.tokenizer is not None:
-            tokenizer = self.transfer.tokenizer  # the ids the imported embeddings were trained on
-        elif self.transfer is not None and self.transfer.imported and self.recipe.vocab_size != 256:
-            raise self.transfer.no_tokenizer()  # its embeddings read another tokenizer's ids than bytes or a BPE's
-        elif self.config.tokenizer == "bpe":
-            tokenizer = self._train_bpe()
-        else:
-            tokenizer = ByteTokenizer()
-        vocab = self.recipe.vocab_size or 0
-        if tokenizer.vocab_size > vocab:
-            raise TrainError(
-                f"the {self.config.tokenizer} tokenizer has {tokenizer.vocab_size} ids but the recipe's vocab_size "
-                f"is {vocab}: --set vocab_size={tokenizer.vocab_size}"
-            )
-        return tokenizer
-
-    def _train_bpe(self) -> Tokenizer:
-        from . import data as D
-
-        def learn() -> dict[str, Any]:
-            if self.data_path is None:
-                docs = D.embedded_english()[0]
-            elif self.data_path.suffix == ".tsv":
-                docs = [("", f"{a}\n{b}") for a, b in D.load_tsv(self.data_path)]
-            else:
-                docs = D.load_documents(self.data_path)
-            return BPETokenizer.train((text for _, text in docs), self.recipe.vocab_size or 0).to_json()
-
-        from .tokenizer import tokenizer_from_json
-
-        # Learned once on rank 0 and sent to the others: every rank must agree on every id.
-        return tokenizer_from_json(dist.broadcast_object(learn() if self.env.is_main else None, self.env))
-
     def _lr_factor(self, step: int) -> float:
         c = self.config
         return lr_factor(step, warmup=c.warmup_steps, total=c.steps, min_ratio=c.min_lr_ratio)
@@ -357,8 +336,8 @@ class Trainer(Checkpointing, Interruptible, Reporting):
     def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """This rank's slice of a global batch, on the device (pinned, asynchronous copies on CUDA)."""
         env = self.env
-        if env.active:
-            batch = {k: v.tensor_split(env.world_size)[env.rank] for k, v in batch.items()}
+        if self.layout.data > 1:  # the ranks of a tensor-parallel group read the same slice
+            batch = {k: v.tensor_split(self.layout.data)[self.data_rank] for k, v in batch.items()}
         if env.device.type == "cuda":
             return {k: v.pin_memory().to(env.device, non_blocking=True) for k, v in batch.items()}
         return batch
@@ -379,16 +358,21 @@ class Trainer(Checkpointing, Interruptible, Reporting):
                 torch.Generator().manual_seed(batch_seed(config.seed, step, micro)), config.batch_size
             )
             seen += self.objective.count(batch)
+            weight = loss_weight(self.objective, batch, self.layout.data, self.data_rank)
             batch = self._to_device(batch)
-            with dist.gradient_sync(self.wrapped, self.strategy, sync=micro == config.grad_accum - 1):
+            sync = micro == config.grad_accum - 1
+            with dist.gradient_sync(self.wrapped, self.strategy, sync), loss_context(self.layout.tensor):
                 with self._autocast():
-                    loss = self.objective.loss(self.step_model, batch)
+                    loss = self.objective.loss(self.step_model, batch) * weight
                 self.scaler.scale(loss / config.grad_accum).backward()
-            total += loss.detach().float()
+            total += whole(loss.detach()).float()
         norm = None
         if config.clip_grad is not None:
             self.scaler.unscale_(self.optimizer)
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.clip_grad)
+            if self.layout.tensor > 1:  # DTensors on two meshes (split and whole weights)
+                norm = clip_grad_norm(list(self.model.parameters()), config.clip_grad)
+            else:
+                norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.clip_grad)
             norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -403,8 +387,8 @@ class Trainer(Checkpointing, Interruptible, Reporting):
         sums: dict[str, torch.Tensor] = {}
         try:
             for batch in self.eval_set:
-                with self._autocast():
-                    parts = self.objective.metrics(self.model, self._to_device(batch))
+                with self._autocast(), loss_context(self.layout.tensor):
+                    parts = self.objective.metrics(self.eval_model, self._to_device(batch))
                 for name, (total, count) in parts.items():
                     pair = torch.stack([total.double().to(self.env.device), count.double().to(self.env.device)])
                     sums[name] = sums.get(name, 0) + pair

@@ -104,6 +104,13 @@ class Objective:
         """Examples (or tokens) in a batch, for throughput."""
         return len(next(iter(batch.values())))
 
+    def averaged_over(self, batch: Batch) -> int | None:
+        """How many positions the loss of ``batch`` is a mean over, where that varies from batch to batch (the
+        labels that are not -100); None where every batch of a size counts alike. Data-parallel ranks weight
+        their losses by it, so that together they average over the whole batch as one process does."""
+        labels = batch.get("labels", batch.get("targets"))  # per token (2-D), -100 where nothing is predicted
+        return None if labels is None or labels.dim() < 2 else int((labels != -100).sum())
+
 
 class CausalLM(Objective):
     name, unit = "causal_lm", "tokens"
@@ -314,6 +321,17 @@ class Seq2Seq(Objective):
             "token_accuracy": ((hit & counted).sum(), counted.sum()),
             "exact_match": (hit.all(dim=1).sum(), n),
         }
+
+
+def loss_weight(objective: Objective, batch: Batch, groups: int, rank: int) -> float:
+    """What data group ``rank`` of ``groups`` multiplies its loss by: its share of the positions the loss of the
+    whole ``batch`` averages over, times ``groups`` (1 where every group's loss averages over as many). The mean
+    over the groups, which data parallelism takes, is then one process's mean over the whole batch."""
+    total = objective.averaged_over(batch) if groups > 1 else None
+    if not total:
+        return 1.0
+    part = {k: v.tensor_split(groups)[rank] for k, v in batch.items()}
+    return objective.averaged_over(part) * groups / total
 
 
 OBJECTIVES: dict[str, type[Objective]] = {

@@ -20,6 +20,7 @@ from zoo.init import residual_output
 from zoo.label import SKIP_OPTIONS, Label, attention_label
 from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
 from zoo.registry import preset
+from zoo.tensor_parallel import check_divides, refuse
 
 from .base import (
     LayerPositions,
@@ -241,6 +242,25 @@ class GroupedQueryAttention(_Attention):
         # y: (N, H, L, D)
         y = y.transpose(1, 2).reshape(n, L, self.num_heads * self.head_dim)  # (N, L, H*D)
         return self.o_proj(y)
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the heads split over the ranks. q, k and v are split
+        column-wise (each rank computes its own heads, whole), o row-wise (the ranks' partial outputs are summed),
+        and this module then counts its own heads only. Per-head q/k norms and rotations stay whole."""
+        size, where = mesh.size(), f"attention of {self.num_heads} heads"
+        check_divides(where, size, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads)
+        if self.sinks is not None:
+            refuse(where, "sinks (one learned logit per head)", size)
+        if self.q_norm is not None and self.qk_norm_scope == "projection":
+            refuse(where, "a q/k norm over the whole projection (qk_norm_scope: projection)", size)
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        plan = {"q_proj": ColwiseParallel(), "k_proj": ColwiseParallel(), "v_proj": ColwiseParallel()}
+        parallelize_module(self, mesh, {**plan, "o_proj": RowwiseParallel()})
+        if self.position_bias is not None:  # this layer's own score bias: its heads split the same way
+            self.position_bias.shard_tensor(mesh)
+        self.num_heads //= size
+        self.num_kv_heads //= size
 
     def extra_repr(self) -> str:
         extra = f", softcap={self.softcap}" if self.softcap is not None else ""

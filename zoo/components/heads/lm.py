@@ -13,6 +13,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.label import Label, number
 from zoo.limits import MAX_WIDTH
+from zoo.tensor_parallel import check_divides, refuse
 
 from .base import _tying, cross_entropy
 
@@ -74,6 +75,18 @@ class LMHead(nn.Module):
         return logits
 
     loss = staticmethod(cross_entropy)
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the vocabulary splits over the ranks, and the logits stay
+        split (a ``DTensor`` sharded on its last dimension) for a loss computed without gathering them
+        (``torch.distributed.tensor.parallel.loss_parallel``); ``project_out`` stays whole."""
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+        check_divides("lm head", mesh.size(), vocab_size=self.proj.out_features)
+        if self.logits_bias is not None:
+            refuse("lm head", "logits_bias (a fixed bias over the whole vocabulary)", mesh.size())
+        parallelize_module(self, mesh, {"proj": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)})
 
 
 class LMHeadConfig(ComponentConfig):

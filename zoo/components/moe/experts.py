@@ -11,8 +11,14 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
 
 from zoo.components.ffn import MLP, GatedMLP, glu
+
+
+def _local(t: torch.Tensor | None) -> torch.Tensor | None:
+    """This rank's part of a weight split over ranks (a ``DTensor``), as a plain tensor; others as they are."""
+    return t.to_local() if isinstance(t, DTensor) else t
 
 
 def _build_expert(
@@ -127,15 +133,27 @@ class GroupedExperts(nn.Module):
         yield self.down_proj, self.down_bias, self.hidden
 
     def forward(self, x: torch.Tensor, e: int) -> torch.Tensor:
-        """Expert ``e`` on ``x`` (..., E) -> (..., E)."""
-        first, first_bias = getattr(self, self.first)[e], getattr(self, self.first_bias)
-        h = F.linear(x, first, None if first_bias is None else first_bias[e])  # (..., 2H) or (..., H)
+        """Expert ``e`` on ``x`` (..., E) -> (..., E); split over ranks (``shard_tensor``), ``e`` counts this
+        rank's experts."""
+        first, first_bias = _local(getattr(self, self.first)), _local(getattr(self, self.first_bias))
+        down, down_bias = _local(self.down_proj), _local(self.down_bias)
+        h = F.linear(x, first[e], None if first_bias is None else first_bias[e])  # (..., 2H) or (..., H)
         if self.gated:
             gate, up = h.chunk(2, dim=-1)
             h = glu(self.act, gate, up, self.limit, self.up_shift)  # (..., H)
         else:
             h = self.act(h)
-        return F.linear(h, self.down_proj[e], None if self.down_bias is None else self.down_bias[e])
+        return F.linear(h, down[e], None if down_bias is None else down_bias[e])
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the experts split over the ranks, whole, each rank holding
+        ``num_experts / ranks`` of them (its weights ``DTensor``s sharded on the expert dimension). The MoE layer
+        sends each rank the tokens routed to its experts and sums the ranks' outputs (``MoE.shard_tensor``)."""
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        for name, param in list(self.named_parameters(recurse=False)):
+            split = distribute_tensor(param.data, mesh, [Shard(0)])
+            self.register_parameter(name, nn.Parameter(split, requires_grad=param.requires_grad))
 
     def __getitem__(self, e: int) -> Callable[[torch.Tensor], torch.Tensor]:
         if not -self.num_experts <= e < self.num_experts:

@@ -4,11 +4,14 @@ of each token to its experts, the load-balancing loss, and the checks that routi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import torch
+import torch.distributed
 import torch.nn as nn
 import torch.nn.functional as F
+
+from zoo.tensor_parallel import check_divides, copy_to_ranks, refuse, sum_over_ranks
 
 from .experts import GroupedExperts, _build_expert
 
@@ -167,6 +170,11 @@ class MoE(nn.Module):
             nn.Linear(d_model, 1, bias=False, device=device, dtype=dtype) if shared_expert_gate else None
         )
         self.aux_loss: torch.Tensor = torch.zeros((), device=device)
+        # The experts this rank runs, and the group whose ranks run the others (``shard_tensor``; None: all here).
+        self.local_experts = range(num_experts)
+        self.expert_group: Any = None
+        # The data-parallel ranks whose batches make one batch (set by the trainer; None: this batch is the batch).
+        self.balance_group: Any = None
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Route the tokens of ``x`` (..., E), flattened to T rows.
@@ -237,6 +245,12 @@ class MoE(nn.Module):
     def load_balancing_loss(self, indices: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
         """``aux_loss_coef * X * Σ_e f_e * P_e`` from indices (T, k) and probs (T, X); a scalar."""
         f = F.one_hot(indices, self.num_experts).float().mean(dim=(0, 1))  # (X,) share of assignments
+        if self.balance_group is not None and self.training:
+            # Shares of the whole batch of every data-parallel rank, as one process counts them; with each rank's
+            # own P_e, the ranks' averaged gradients are those of the whole batch's loss.
+            f = f.clone()
+            torch.distributed.all_reduce(f, group=self.balance_group)
+            f = f / torch.distributed.get_world_size(self.balance_group)
         p = probs.mean(dim=0)  # (X,) mean router probability; the only differentiable factor
         return self.aux_loss_coef * self.num_experts * (f * p).sum()
 
@@ -247,17 +261,23 @@ class MoE(nn.Module):
         weights = weights.to(x.dtype)
         out = torch.zeros_like(tokens)  # (T, E)
         grouped = isinstance(self.experts, GroupedExperts)
-        for e in range(self.num_experts):
+        inputs = tokens
+        if self.expert_group is not None:  # experts split over ranks: the gradients of their inputs add up
+            inputs, weights = copy_to_ranks(tokens, self.expert_group), copy_to_ranks(weights, self.expert_group)
+        first = self.local_experts.start
+        for e in self.local_experts:
             # The (token, slot) pairs routed to e; their count is data-dependent, hence nonzero.
             token, slot = torch.nonzero(indices == e, as_tuple=True)  # (T_e,), (T_e,)
             w = weights[token, slot, None]  # (T_e, 1)
-            routed = tokens[token] * w if self.weighted_input else tokens[token]  # (T_e, E)
+            routed = inputs[token] * w if self.weighted_input else inputs[token]  # (T_e, E)
             if grouped:
-                y = self.experts(routed, e)  # (T_e, E)
+                y = self.experts(routed, e - first)  # (T_e, E)
             else:
                 y = self.experts[e](routed.unsqueeze(0)).squeeze(0)  # (T_e, E): experts take (N, L, E)
             # A token picks an expert at most once, so `token` has no repeats and the add is deterministic.
             out.index_add_(0, token, y if self.weighted_input else y * w)
+        if self.expert_group is not None:
+            out = sum_over_ranks(out, self.expert_group)  # every rank's experts' outputs
         out = out.view_as(x)  # (N, L, E)
         if self.shared_expert is not None:
             shared = self.shared_expert(x)
@@ -268,6 +288,25 @@ class MoE(nn.Module):
             probs = probs / probs.sum(dim=-1, keepdim=True)  # sigmoids as a distribution, for the loss only
         self.aux_loss = self.load_balancing_loss(indices, probs)
         return out
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the experts split over the ranks, whole (expert
+        parallelism within the tensor-parallel group: each rank runs its ``num_experts / ranks`` experts on the
+        tokens routed to them, and the outputs are summed over the ranks). The router is whole on every rank, so
+        each routes every token alike; a shared expert splits as an FFN does."""
+        size = mesh.size()
+        check_divides(f"MoE of {self.num_experts} experts", size, num_experts=self.num_experts)
+        if not isinstance(self.experts, GroupedExperts):
+            refuse("MoE", f"experts of type {type(self.experts[0]).__name__} (not zoo's MLP or gated FFN)", size)
+        self.experts.shard_tensor(mesh)
+        if self.shared_expert is not None:
+            shard = getattr(self.shared_expert, "shard_tensor", None)
+            if shard is None:
+                refuse("MoE", f"a shared expert of type {type(self.shared_expert).__name__}", size)
+            shard(mesh)
+        per_rank, rank = self.num_experts // size, mesh.get_local_rank()
+        self.local_experts = range(rank * per_rank, (rank + 1) * per_rank)
+        self.expert_group = mesh.get_group()
 
     def extra_repr(self) -> str:
         extra = "" if self.normalize else ", normalize=False"

@@ -58,6 +58,9 @@ class LearnedEncoding(PositionalEncoding):
             return
         nn.init.normal_(self.embedding.weight, std=self.init_std)
 
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): every rank holds the whole table."""
+
     def positions_from_ids(self, input_ids: torch.Tensor) -> torch.Tensor | None:
         if self.padding_idx is None:
             return None

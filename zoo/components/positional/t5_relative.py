@@ -13,6 +13,7 @@ from zoo.config import BuildContext
 from zoo.cost import Cost
 from zoo.label import Label
 from zoo.limits import MAX_POSITIONS
+from zoo.tensor_parallel import check_divides
 
 from .base import PositionalConfig, PositionalEncoding
 
@@ -99,6 +100,15 @@ class T5RelativeBias(PositionalEncoding):
             max_distance=self.max_distance,
         )
         return self.relative_attention_bias(buckets).permute(0, 3, 1, 2)  # (N|1, L, S, H) -> (N|1, H, L, S)
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the heads split over the ranks, as the attention's do: each
+        rank holds the table's columns of its own heads and biases its own heads' scores."""
+        from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+        heads = self.relative_attention_bias.embedding_dim
+        check_divides("T5 relative bias", mesh.size(), num_heads=heads)
+        parallelize_module(self, mesh, {"relative_attention_bias": ColwiseParallel()})
 
 
 class T5RelativeConfig(PositionalConfig):
