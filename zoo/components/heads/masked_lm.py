@@ -13,6 +13,7 @@ from zoo.components.ffn import activation_module
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.label import Label
+from zoo.tensor_parallel import check_divides
 
 from .base import Activation, _tying, cross_entropy, transform_params
 
@@ -58,6 +59,16 @@ class MaskedLMHead(nn.Module):
         return self.proj(self.norm(self.activation(self.transform(h))))  # (N, L, V)
 
     loss = staticmethod(cross_entropy)
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the vocabulary splits over the ranks, and the logits stay
+        split for a loss computed without gathering them (as ``LMHead``'s); the transform, its norm and the spare
+        weights (never applied) stay whole."""
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+        check_divides("masked LM head", mesh.size(), vocab_size=self.proj.out_features)
+        parallelize_module(self, mesh, {"proj": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)})
 
 
 class MaskedLMHeadConfig(ComponentConfig):
