@@ -27,12 +27,14 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.init import residual_output
 from zoo.label import Label, attention_label
 from zoo.limits import MAX_HEAD_DIM, MAX_HEADS
+from zoo.tensor_parallel import check_divides
 
 __all__ = ["MultiScaleRetention", "RetentionConfig", "RetentionState", "retention", "retention_decays"]
 
@@ -203,8 +205,30 @@ class MultiScaleRetention(nn.Module):
         y, state = retention(q, k, v, log_decay, None if cache is None else cache.current(q, v))  # (N, H, L, Dv)
         if cache is not None:
             cache.update(state, L)
-        y = self.group_norm(y.transpose(1, 2).reshape(n * L, H * Dv)).view(n, L, H * Dv)  # per-head norm
+        y = self._group_norm(y.transpose(1, 2).reshape(n * L, H * Dv)).view(n, L, H * Dv)  # per-head norm
         return self.o_proj(F.silu(self.g_proj(x)) * y)  # (N, L, E)
+
+    def _group_norm(self, y: torch.Tensor) -> torch.Tensor:
+        """``group_norm`` over this module's heads (its own, once split over ranks: the weights' local part)."""
+        norm = self.group_norm
+        weight, bias = (t.to_local() if isinstance(t, DTensor) else t for t in (norm.weight, norm.bias))
+        return F.group_norm(y, self.num_heads, weight, bias, norm.eps)
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the heads split over the ranks, each with its own decay
+        and its own channels of the group norm; q, k, v and the gate column-wise, o row-wise."""
+        from torch.distributed.tensor import Shard, distribute_tensor
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        size, rank = mesh.size(), mesh.get_local_rank()
+        check_divides(f"retention of {self.num_heads} heads", size, num_heads=self.num_heads)
+        plan = {name: ColwiseParallel() for name in ("q_proj", "k_proj", "v_proj", "g_proj")}
+        parallelize_module(self, mesh, {**plan, "o_proj": RowwiseParallel()})
+        for name, param in list(self.group_norm.named_parameters()):
+            split = nn.Parameter(distribute_tensor(param.data, mesh, [Shard(0)]), requires_grad=param.requires_grad)
+            self.group_norm.register_parameter(name, split)
+        self.num_heads //= size
+        self.log_decay = self.log_decay[rank * self.num_heads : (rank + 1) * self.num_heads]
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, head_dim={self.head_dim}, value_dim={self.value_dim}"
