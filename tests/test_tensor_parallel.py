@@ -282,3 +282,88 @@ def test_each_component_splits_as_it_declares():
         assert model.embedding.token.weight.to_local().shape == (128, 64)  # the vocabulary, split
         assert model.head.proj.weight is model.embedding.token.weight  # and still tied
         assert not hasattr(model.blocks[0].attention_norm.weight, "to_local")  # norms stay whole
+
+
+MLA = {
+    "type": "mla",
+    "num_heads": 4,
+    "q_lora_rank": 16,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 8,
+}
+SHARED = {"type": "moe", "num_experts": 4, "top_k": 2, "expert": {"type": "swiglu", "hidden": 96}}
+SHARED["shared_expert"] = {"type": "swiglu", "hidden": 64}
+SPLITS = {  # recipe, overrides: components and options beyond the four trained above
+    "mla": ("llama-tiny", {"attention": MLA}),
+    "mla-no-q-latent": ("llama-tiny", {"attention": {**MLA, "q_lora_rank": None}}),
+    "qk-norm": ("llama-tiny", {"attention.qk_norm": "rmsnorm"}),
+    "shared-expert": (
+        "moe-tiny",
+        {
+            "layers": [
+                {
+                    "select": "1::2",
+                    "ffn": {
+                        "type": "moe",
+                        "num_experts": 4,
+                        "top_k": 2,
+                        "expert": {"type": "swiglu", "hidden": 96},
+                        "shared_expert": {"type": "swiglu", "hidden": 64},
+                    },
+                }
+            ]
+        },
+    ),
+    "untied-mlp-gelu": ("gpt-tiny", {"head.tie_embeddings": False}),
+    "bert-mlm": ("bert-tiny", {"embedding.padding_idx": None}),  # (a padding row is refused)
+    "t5": ("t5-tiny", {}),
+}
+SPLIT_WORKER = """
+import copy, json, sys
+import torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from zoo.builder import build
+from zoo.recipe import load_recipe
+from zoo.train.tensor import WholeLogits, parallelize
+dist.init_process_group("gloo")
+mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+out = {}
+for label, (name, overrides) in json.loads(sys.argv[2]).items():
+    torch.manual_seed(0)
+    whole = build(load_recipe(name, **overrides))
+    split = copy.deepcopy(whole)
+    parallelize(split, mesh)
+    ids = torch.randint(1, 200, (2, 12))
+    seq2seq = "decoder_input_ids" in whole.forward.__code__.co_varnames
+    inputs = {"input_ids": ids, **({"decoder_input_ids": ids[:, :7]} if seq2seq else {})}
+    a, b = WholeLogits(split)(**inputs).logits, whole(**inputs).logits
+    a.float().pow(2).mean().backward()
+    b.float().pow(2).mean().backward()
+    grads, largest = 0.0, 0.0  # the largest difference, relative to the largest gradient
+    for (n, p), (_, q) in zip(split.named_parameters(), whole.named_parameters(), strict=True):
+        if q.grad is None:
+            continue
+        g = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+        grads, largest = max(grads, (g - q.grad).abs().max().item()), max(largest, q.grad.abs().max().item())
+    out[label] = {"logits": (a - b).abs().max().item(), "grads": grads / largest}
+if dist.get_rank() == 0:
+    with open(sys.argv[1], "w") as f:
+        json.dump(out, f)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_split_models_compute_what_whole_ones_do(tmp_path):
+    """On 2 ranks: logits of each split model equal the whole model's, and so do its gradients (gathered)."""
+    script, result = tmp_path / "split.py", tmp_path / "split.json"
+    script.write_text(SPLIT_WORKER)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([*cmd, str(result), json.dumps(SPLITS)], env=env, capture_output=True, text=True)
+    first_error = done.stderr.find("Traceback")
+    assert done.returncode == 0, done.stderr[first_error : first_error + 4000] if first_error >= 0 else done.stderr
+    for label, diff in json.loads(result.read_text()).items():
+        assert diff["logits"] < 1e-5 and diff["grads"] < 1e-5, (label, diff)

@@ -31,6 +31,7 @@ from zoo.hookspecs import hookimpl
 from zoo.init import residual_output
 from zoo.label import SKIP_OPTIONS, Label, attention_label
 from zoo.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_WIDTH
+from zoo.tensor_parallel import check_divides, copy_to_ranks
 
 from .kernels import Kernel, sdpa
 from .norm import RMSNorm
@@ -116,6 +117,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.kv_a_norm = RMSNorm(kv_lora_rank, eps=norm_eps, **factory)
         self.kv_b_proj = nn.Linear(kv_lora_rank, H * (qk_nope_head_dim + v_head_dim), bias=False, **factory)
         self.o_proj = residual_output(nn.Linear(H * v_head_dim, d_model, bias=bias, **factory))
+        self.tensor_group: Any = None  # the ranks the heads are split over (shard_tensor); None: all here
 
     def new_cache(self, batch_size: int, max_len: int) -> KVCache:
         """This layer's decoding cache: the latents and rotary keys of up to ``max_len`` positions."""
@@ -163,6 +165,8 @@ class MultiHeadLatentAttention(nn.Module):
         latent, k_rope = self.kv_a_proj(x).split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
         latent = self.kv_a_norm(latent).unsqueeze(1)  # (N, 1, L, R)
         k_rope = k_rope.unsqueeze(1)  # (N, 1, L, Dr): one rotary key for every head
+        if self.tensor_group is not None:  # heads split over ranks: each rank's heads add to the key's gradient
+            k_rope = copy_to_ranks(k_rope, self.tensor_group)
         if positions is None:
             start = 0 if cache is None else cache.length  # an int, or a static cache's 0-d tensor
             positions = (start + torch.arange(L, device=x.device))[None]  # (1, L)
@@ -182,6 +186,19 @@ class MultiHeadLatentAttention(nn.Module):
             q, k, v, mask=mask, bias=bias, causal=self.causal, scale=self.scale, dropout_p=p
         )  # (N, H, L, Dv)
         return self.o_proj(y.transpose(1, 2).reshape(n, L, self.num_heads * self.v_head_dim))
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism (``zoo.tensor_parallel``): the heads split over the ranks. The query and key/value
+        up-projections (``q_proj`` or ``q_b_proj``, ``kv_b_proj``) split column-wise, ``o_proj`` row-wise; the
+        down-projections, their norms and the shared rotary key stay whole (every rank computes the latents)."""
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        check_divides(f"multi-head latent attention of {self.num_heads} heads", mesh.size(), num_heads=self.num_heads)
+        queries = "q_proj" if self.q_lora_rank is None else "q_b_proj"
+        plan = {queries: ColwiseParallel(), "kv_b_proj": ColwiseParallel(), "o_proj": RowwiseParallel()}
+        parallelize_module(self, mesh, plan)
+        self.num_heads //= mesh.size()
+        self.tensor_group = mesh.get_group()
 
     def extra_repr(self) -> str:
         return (

@@ -13,6 +13,12 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.hookspecs import hookimpl
 from zoo.label import Label
+from zoo.tensor_parallel import copy_to_ranks
+
+
+def _summed(weight: torch.Tensor | None, group: Any) -> torch.Tensor | None:
+    """``weight``, its gradient summed over ``group`` (None: as it is)."""
+    return weight if weight is None or group is None else copy_to_ranks(weight, group)
 
 
 class LayerNorm(nn.Module):
@@ -34,13 +40,20 @@ class LayerNorm(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.ones(d_model, **factory)) if affine else None
         self.bias = nn.Parameter(torch.zeros(d_model, **factory)) if affine and bias else None
+        self.gradient_group: Any = None  # see ``sum_gradients_over``
 
     def shard_tensor(self, mesh: Any) -> None:
         """Tensor parallelism (``zoo.tensor_parallel``): every rank holds the whole norm and normalises the whole
         (replicated) activations."""
 
+    def sum_gradients_over(self, group: Any) -> None:
+        """Tensor parallelism: this norm sees a part of the features on each rank of ``group`` (a per-head q/k norm
+        of split heads), so its weights' gradients are summed over the ranks."""
+        self.gradient_group = group
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, self.shape, self.weight, self.bias, self.eps)
+        weight, bias = _summed(self.weight, self.gradient_group), _summed(self.bias, self.gradient_group)
+        return F.layer_norm(x, self.shape, weight, bias, self.eps)
 
 
 class RMSNorm(nn.Module):
@@ -67,19 +80,26 @@ class RMSNorm(nn.Module):
         self.offset = offset
         start = torch.full((d_model,), 1.0 - offset, device=device, dtype=dtype)
         self.weight = nn.Parameter(start) if affine else None
+        self.gradient_group: Any = None  # see ``sum_gradients_over``
 
     def shard_tensor(self, mesh: Any) -> None:
         """Tensor parallelism (``zoo.tensor_parallel``): every rank holds the whole norm and normalises the whole
         (replicated) activations."""
+
+    def sum_gradients_over(self, group: Any) -> None:
+        """Tensor parallelism: this norm sees a part of the features on each rank of ``group`` (a per-head q/k norm
+        of split heads), so its weights' gradients are summed over the ranks."""
+        self.gradient_group = group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Normalise in float32: the mean of squares under-/overflows in half precision.
         y = F.rms_norm(x.float(), self.shape, None, self.eps)
         if self.weight is None:
             return y.type_as(x)
+        weight = _summed(self.weight, self.gradient_group)
         if self.offset:  # Gemma scales in float32, then casts (Llama casts, then scales)
-            return (y * (self.offset + self.weight.float())).type_as(x)
-        return y.type_as(x) * self.weight
+            return (y * (self.offset + weight.float())).type_as(x)
+        return y.type_as(x) * weight
 
     def extra_repr(self) -> str:
         return f"{self.shape[0]}, eps={self.eps}" + (f", offset={self.offset}" if self.offset else "")

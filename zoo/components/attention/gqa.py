@@ -253,6 +253,11 @@ class GroupedQueryAttention(_Attention):
             refuse(where, "sinks (one learned logit per head)", size)
         if self.q_norm is not None and self.qk_norm_scope == "projection":
             refuse(where, "a q/k norm over the whole projection (qk_norm_scope: projection)", size)
+        for norm in (self.q_norm, self.k_norm):  # per head, on each rank's heads: their gradients add up
+            if norm is not None and any(True for _ in norm.parameters()):
+                if not hasattr(norm, "sum_gradients_over"):
+                    refuse(where, f"a q/k norm of type {type(norm).__name__} (no sum_gradients_over)", size)
+                norm.sum_gradients_over(mesh.get_group())
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
         plan = {"q_proj": ColwiseParallel(), "k_proj": ColwiseParallel(), "v_proj": ColwiseParallel()}
