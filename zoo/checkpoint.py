@@ -34,6 +34,7 @@ from .files import (
     recorded_checksums,
     safetensors_header,
     sha256_file,
+    verify_checksum,
     verify_recorded,
 )
 from .lora import adapt_as_recipe
@@ -161,6 +162,19 @@ def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> n
     from .builder import build
 
     recipe_path, weights = folder_file(directory, RECIPE_FILE), directory / WEIGHTS_FILE
+    if is_sharded(directory):  # a checkpoint written by several processes, read whole
+        state = read_sharded(directory, "model")
+        dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
+        model = build(recipe_path, device=device, dtype=dtype)
+        adapt_as_recipe(model, fresh=False)
+        where = directory / SHARDED_METADATA
+        check_fits(model, {name: tuple(t.shape) for name, t in state.items()}, weights=where, recipe=recipe_path)
+        for alias, kept in tied_aliases(model).items():
+            if alias not in state and kept in state:
+                state[alias] = state[kept]
+        model.load_state_dict(state, strict=True)
+        check_weights(dict(model.state_dict()), str(where))
+        return model
     header = None
     if os.path.lexists(weights):
         folder_file(directory, WEIGHTS_FILE)
@@ -179,6 +193,71 @@ def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> n
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))
         check_weights(dict(model.state_dict()), str(weights))
     return model
+
+
+SHARDED_METADATA = ".metadata"
+"""The index of a sharded checkpoint (``torch.distributed.checkpoint``): which ``*.distcp`` file holds which
+piece of which tensor. Its presence makes a checkpoint folder a sharded one (``zoo.train.sharded``)."""
+SHARD_SUFFIX = ".distcp"
+
+
+def is_sharded(directory: Path) -> bool:
+    """Whether ``directory`` is a checkpoint written by several processes (``.metadata`` + ``*.distcp``)."""
+    return os.path.lexists(Path(directory) / SHARDED_METADATA)
+
+
+def verify_sharded(directory: Path, *, rank: int = 0, world_size: int = 1) -> None:
+    """Check the index and shards of a sharded checkpoint against the checksums its ``run.json`` records (with
+    ``world_size`` > 1, process ``rank``'s share of the files): a damaged, truncated or swapped file, a recorded
+    shard that is gone and a shard that was not recorded are each a ``CheckpointError`` naming the file."""
+    directory = Path(directory)
+    sums, record = recorded_checksums(directory)
+    present = [p.name for p in directory.iterdir() if p.name.endswith(SHARD_SUFFIX)]
+    recorded = [n for n in sums if n == SHARDED_METADATA or n.endswith(SHARD_SUFFIX)]
+    names = sorted({SHARDED_METADATA, *present, *recorded})
+    for name in names[rank::world_size]:
+        path = directory / name
+        if not os.path.lexists(path):
+            raise CheckpointError(
+                f"{path} is missing, though {record or directory} records it: the checkpoint is incomplete; "
+                "use an earlier checkpoint folder"
+            )
+        folder_file(directory, name)
+        if record is not None and name not in sums:
+            raise CheckpointError(
+                f"{path} is not one of the files {record} records: a shard of another checkpoint? Remove it, or use "
+                "an earlier checkpoint folder"
+            )
+        verify_checksum(path, sums.get(name), record)
+
+
+def read_sharded(directory: Path, prefix: str, *, verify: bool = True) -> dict[str, Any]:
+    """The state saved under ``prefix`` (``model``, ``optimizer``) in a sharded checkpoint, read whole into this
+    process (CPU tensors) without a process group; its files are checked against their checksums first."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    if verify:
+        verify_sharded(directory)
+    state: dict[str, Any] = {}
+    try:
+        _load_state_dict(
+            state,
+            storage_reader=FileSystemReader(str(directory)),
+            planner=_EmptyStateDictLoadPlanner(keys={prefix}),
+            no_dist=True,
+        )
+    except Exception as exc:  # noqa: BLE001 - DCP reports a damaged index or shard with many exception types
+        raise CheckpointError(
+            f"{directory}: its shards (*{SHARD_SUFFIX}, {SHARDED_METADATA}) cannot be read ({type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): the checkpoint is damaged; use an "
+            "earlier checkpoint folder"
+        ) from None
+    found = state.get(prefix)
+    if not isinstance(found, dict):
+        raise CheckpointError(f"{directory / SHARDED_METADATA} holds no {prefix} state: not a zoo checkpoint")
+    return found
 
 
 class Pretrained:
