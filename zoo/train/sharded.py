@@ -28,6 +28,7 @@ guard against damage, not against a crafted folder: DCP's ``.metadata`` is unpic
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,9 @@ def write_shards(state: dict[str, Any], tmp: Path, env: dist.Distributed) -> Non
     from torch.distributed.checkpoint.api import CheckpointException
 
     try:
-        dcp.save(state, checkpoint_id=str(tmp), no_dist=not env.active)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.save(state, checkpoint_id=str(tmp), no_dist=not env.active)
     except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure into one
         raise OSError(_first_line(exc)) from None
 
@@ -219,7 +222,9 @@ def load_shards(
     model_state, optimizer_state = sharded_state(model, optimizer, aliases)
     state = {"model": model_state, "optimizer": optimizer_state}
     try:
-        dcp.load(state, checkpoint_id=str(checkpoint), no_dist=not env.active)
+        with warnings.catch_warnings():  # one process: DCP warns that it reads without a process group, as asked
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(state, checkpoint_id=str(checkpoint), no_dist=not env.active)
     except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure into one
         raise CheckpointError(
             f"{checkpoint}: the shards do not fit this model and optimizer, or are damaged ({type(exc).__name__}: "
