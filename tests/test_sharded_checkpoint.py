@@ -4,10 +4,12 @@ checkpoint whole; a damaged shard is refused by its checksum, a killed write's t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -50,17 +52,21 @@ torch.save(held, os.path.join(out, "final-rank" + os.environ["RANK"] + ".pt"))
 """
 
 
+def worker_env() -> dict[str, str]:
+    """One thread per process, and the zoo this test imports (a worktree's, not another installed copy)."""
+    source = str(Path(zoo.__file__).parents[1])
+    path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+
+
 def torchrun(tmp_path: Path, out: Path, processes: int, parallel: str, kill_at: int = -1) -> None:
     """Train (or resume) ``out`` on ``processes`` CPU processes; ``kill_at``: rank 0 exits right after that step's
     checkpoint (torchrun then stops the others)."""
     script = tmp_path / "sharded_worker.py"
     script.write_text(WORKER.format(settings=SETTINGS))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
-    source = str(Path(zoo.__file__).parents[1])  # the workers import the zoo this test imports
-    path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     done = subprocess.run(
-        [*cmd, str(script), str(out), parallel, str(kill_at)], env=env, capture_output=True, text=True
+        [*cmd, str(script), str(out), parallel, str(kill_at)], env=worker_env(), capture_output=True, text=True
     )
     first_error = done.stderr.find("Traceback")
     shown = done.stderr[first_error : first_error + 4000] if first_error >= 0 else done.stderr[-4000:]
@@ -178,3 +184,42 @@ def test_a_damaged_shard_is_refused_by_its_checksum(tmp_path, reference):
     shard.unlink()  # a recorded shard that is gone
     with pytest.raises(CheckpointError, match=r"__2_0.distcp is missing, though .*run.json records it"):
         ckpt.read_model_state(checkpoint)
+
+
+@pytest.mark.slow
+def test_shards_with_nan_are_refused_on_resume(tmp_path, reference):
+    import torch.distributed.checkpoint as dcp
+
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    checkpoint = ckpt.latest_checkpoint(run)
+    state = {"model": sharded.read_sharded(checkpoint, "model"), "optimizer": sharded.read_optimizer_state(checkpoint)}
+    state["model"]["final_norm.weight"][3] = float("nan")
+    for shard in [*checkpoint.glob("*.distcp"), checkpoint / ".metadata"]:
+        shard.unlink()
+    with warnings.catch_warnings():  # (that it writes without a process group, as asked)
+        warnings.simplefilter("ignore")
+        dcp.save(state, checkpoint_id=str(checkpoint), no_dist=True)  # as one process (another tool) would write it
+    info = ckpt.read_info(checkpoint)
+    info.pop("sha256")  # as an older zoo wrote it: no checksum to catch the change
+    (checkpoint / "run.json").write_text(json.dumps(info))
+    more = {**SETTINGS, "train.steps": 22, "train.parallel": "fsdp"}
+    message = r"\.metadata: 1 weights hold nan or inf \(e.g. final_norm.weight\): the run had diverged"
+    with pytest.raises(CheckpointError, match=message):
+        train("gpt-tiny", out=run, resume=True, allow_changes=True, device="cpu", **more)
+
+
+@pytest.mark.slow
+def test_weights_that_became_non_finite_on_any_rank_are_never_saved(tmp_path):
+    """Each rank checks its own shards; the verdict is every rank's (train.lr=1e38 breaks the weights at step 1)."""
+    run = tmp_path / "run"
+    script = tmp_path / "diverge.py"
+    settings = {**SETTINGS, "train.lr": 1e38, "train.checkpoint_interval": 1, "train.parallel": "fsdp"}
+    script.write_text(
+        f"from zoo.train import train\ntrain('gpt-tiny', out={str(run)!r}, device='cpu', **{settings!r})\n"
+    )
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
+    done = subprocess.run(cmd, env=worker_env(), capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "weights became non-finite by step 1 (" in done.stderr and "none was written" in done.stderr
+    assert ckpt.latest_checkpoint(run) is None
