@@ -223,3 +223,24 @@ def test_weights_that_became_non_finite_on_any_rank_are_never_saved(tmp_path):
     assert done.returncode != 0
     assert "weights became non-finite by step 1 (" in done.stderr and "none was written" in done.stderr
     assert ckpt.latest_checkpoint(run) is None
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_a_single_file_checkpoint_resumes_under_torchrun_at_the_same_weights(tmp_path, reference):
+    run = tmp_path / "run"
+
+    def stop_after_step_10(event):
+        if event.kind == "checkpoint" and event.step == 10:
+            raise Stop
+
+    with pytest.raises(Stop):  # one process: the checkpoint of step 10 is model.safetensors + optimizer.pt
+        train("gpt-tiny", out=run, device="cpu", callback=stop_after_step_10, **SETTINGS, **{"train.parallel": "fsdp"})
+    assert (ckpt.latest_checkpoint(run) / "model.safetensors").is_file()
+    torchrun(tmp_path, run, 4, "fsdp")
+    latest = ckpt.latest_checkpoint(run)
+    assert latest.name == "step-00000020" and sharded.is_sharded(latest)
+    assert_same_weights(final_weights(run), final_weights(reference))

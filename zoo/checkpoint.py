@@ -2,11 +2,11 @@
 
 A saved folder holds ``recipe.yaml``, ``model.safetensors``, ``config.json`` (the recipe as JSON, beside the
 weights as Hugging Face tools expect) and ``checksums.json`` (the sha256 of the weights). ``load`` also reads
-training checkpoints, run folders and Hugging Face folders (``zoo.locate``; the built-in plugin ``zoo.hf``
-converts those). Every file is read defensively (``zoo.files``): an empty, truncated or pickled weights file,
-invalid JSON, a torch file that holds code, weights that do not match their checksum or do not fit their recipe
-are each a ``CheckpointError`` naming the file and what is wrong. Folders saved before checksums existed still
-load.
+training checkpoints (a sharded one of several processes read whole: ``read_sharded``), run folders and Hugging
+Face folders (``zoo.locate``; the built-in plugin ``zoo.hf`` converts those). Every file is read defensively
+(``zoo.files``): an empty, truncated or pickled weights file, invalid JSON, a torch file that holds code, weights
+that do not match their checksum or do not fit their recipe are each a ``CheckpointError`` naming the file and
+what is wrong. Folders saved before checksums existed still load.
 """
 
 from __future__ import annotations

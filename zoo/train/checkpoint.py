@@ -12,6 +12,8 @@ A run directory looks like::
           optimizer.pt  trainer.pt           optimizer; scheduler, loss scaler and every rank's RNG state
           tokenizer.json  run.json           how text became ids; step, objective, labels, metrics
 
+A run of several processes writes each rank's shards instead of model.safetensors and optimizer.pt (``sharded``).
+
 A checkpoint is written into a hidden temporary folder, each file flushed to disk, and then the folder is
 renamed into place (one atomic step) before ``latest`` is replaced (temp file + rename). An old checkpoint
 is renamed to a hidden folder before it is deleted. A process killed at any instant leaves either the

@@ -121,6 +121,18 @@ def write_shards(state: dict[str, Any], tmp: Path, env: dist.Distributed) -> Non
             dcp.save(state, checkpoint_id=str(tmp), no_dist=not env.active)
     except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure into one
         raise OSError(_first_line(exc)) from None
+    problem = None
+    if env.is_main:  # rank 0 records the checksums: it must see every rank's files
+        named = {getattr(i, "relative_path", None) for i in (_metadata(tmp).storage_data or {}).values()}
+        missing = sorted(n for n in named - {None} if not (tmp / n).is_file())
+        if missing:
+            problem = (
+                f"{', '.join(missing[:3])} written by other processes are not in {tmp} as rank 0 sees it: a sharded "
+                "checkpoint needs one filesystem that every process writes to (give --out a shared folder)"
+            )
+    problem = dist.broadcast_object(problem, env)
+    if problem:
+        raise OSError(problem)
 
 
 def verify(checkpoint: Path, env: dist.Distributed) -> None:
