@@ -42,12 +42,16 @@ from zoo.locate import RUN_FILE
 
 from . import distributed as dist
 
-__all__ = [
+__all__ = [  # with what it re-exports from zoo.checkpoint (the readers below the training layer)
     "FORMAT",
     "NONFINITE",
     "is_sharded",
     "load_shards",
+    "local_part",
+    "mesh_of",
     "model_outline",
+    "nonfinite_anywhere",
+    "optimizer_file",
     "optimizer_outline",
     "read_model_state",
     "read_optimizer_state",
@@ -55,6 +59,7 @@ __all__ = [
     "sharded_state",
     "verify",
     "verify_sharded",
+    "weights_file",
     "write_shards",
 ]
 
@@ -77,7 +82,7 @@ def optimizer_file(checkpoint: Path, single: str) -> Path:
     return checkpoint / (SHARDED_METADATA if is_sharded(checkpoint) else single)
 
 
-def local(t: Any) -> Any:
+def local_part(t: Any) -> Any:
     """This process's piece of a tensor (a DTensor's local shard), or the tensor itself."""
     to_local = getattr(t, "to_local", None)
     return to_local() if callable(to_local) else t
@@ -94,7 +99,7 @@ def sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer, aliases: d
 
 def nonfinite_anywhere(state: dict[str, Any], env: dist.Distributed) -> list[str]:
     """Names of the tensors of ``state`` that hold NaN or inf in any process (each checks its own pieces)."""
-    mine = nonfinite_tensors({k: local(v) for k, v in state.items() if isinstance(v, torch.Tensor)})
+    mine = nonfinite_tensors({k: local_part(v) for k, v in state.items() if isinstance(v, torch.Tensor)})
     seen: dict[str, None] = {}
     for names in dist.gather_objects(mine, env):
         seen.update(dict.fromkeys(names))
@@ -123,7 +128,10 @@ def write_shards(state: dict[str, Any], tmp: Path, env: dist.Distributed) -> Non
         raise OSError(_first_line(exc)) from None
     problem = None
     if env.is_main:  # rank 0 records the checksums: it must see every rank's files
-        named = {getattr(i, "relative_path", None) for i in (_metadata(tmp).storage_data or {}).values()}
+        try:
+            named = {getattr(i, "relative_path", None) for i in (_metadata(tmp).storage_data or {}).values()}
+        except CheckpointError as exc:
+            problem, named = str(exc), set()
         missing = sorted(n for n in named - {None} if not (tmp / n).is_file())
         if missing:
             problem = (
