@@ -4,8 +4,10 @@ checkpoint whole; a damaged shard is refused by its checksum, a killed write's t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -184,6 +186,30 @@ def test_a_damaged_shard_is_refused_by_its_checksum(tmp_path, reference):
     shard.unlink()  # a recorded shard that is gone
     with pytest.raises(CheckpointError, match=r"__2_0.distcp is missing, though .*run.json records it"):
         ckpt.read_model_state(checkpoint)
+
+
+class Planted:
+    def __reduce__(self):
+        return (os.mkdir, (str(Path.cwd() / "planted"),))
+
+
+@pytest.mark.slow
+def test_an_index_that_names_other_code_is_refused_unrun(tmp_path, reference, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    checkpoint = ckpt.latest_checkpoint(run)
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(Planted()))
+    info = ckpt.read_info(checkpoint)  # a crafted folder: its checksums made to match
+    info["sha256"][".metadata"] = hashlib.sha256((checkpoint / ".metadata").read_bytes()).hexdigest()
+    (checkpoint / "run.json").write_text(json.dumps(info))
+    message = r"\.metadata is refused: it names posix.mkdir, which no checkpoint index holds"
+    with pytest.raises(CheckpointError, match=message):
+        ckpt.read_model_state(checkpoint)
+    more = {**SETTINGS, "train.steps": 22, "train.parallel": "fsdp"}
+    with pytest.raises(CheckpointError, match=message):
+        train("gpt-tiny", out=run, resume=True, allow_changes=True, device="cpu", **more)
+    assert not (tmp_path / "planted").exists()
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -231,24 +232,84 @@ def verify_sharded(directory: Path, *, rank: int = 0, world_size: int = 1) -> No
         verify_checksum(path, sums.get(name), record)
 
 
+INDEX_CLASSES = {
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("pathlib", "Path"),
+    ("pathlib", "PosixPath"),
+    ("pathlib", "WindowsPath"),
+}
+"""What a DCP index (``.metadata``) may name beside ``torch.distributed.checkpoint.metadata``'s classes and torch's
+dtypes: everything else is refused unread (unpickling it could run code)."""
+
+
+class _IndexUnpickler(pickle.Unpickler):
+    def __init__(self, file: Any, path: Path) -> None:
+        super().__init__(file)
+        self.path = path
+
+    def find_class(self, module: str, name: str) -> Any:
+        import torch.distributed.checkpoint.metadata as index
+
+        found = getattr(index, name, None) if module == index.__name__ else None
+        if isinstance(found, type) or (module, name) in INDEX_CLASSES:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise CheckpointError(
+            f"{self.path} is refused: it names {module}.{name}, which no checkpoint index holds, and unpickling it "
+            "could run code. Use a checkpoint that zoo train wrote"
+        )
+
+
+def sharded_reader(directory: Path) -> Any:
+    """DCP's ``FileSystemReader`` of a sharded checkpoint, whose index (``.metadata``, a pickle) is unpickled with
+    only the classes an index holds (``INDEX_CLASSES``): a crafted index is a ``CheckpointError``, never run.
+
+    DCP reads the rest itself: tensors as raw bytes, other values with ``torch.load(weights_only=True)``.
+    """
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+    class IndexReader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+            path = Path(directory) / SHARDED_METADATA
+            with path.open("rb") as f:
+                metadata = _IndexUnpickler(f, path).load()
+            if not isinstance(metadata, Metadata):
+                raise CheckpointError(f"{path} holds a {type(metadata).__name__}, not a checkpoint index: damaged")
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return IndexReader(str(directory))
+
+
 def read_sharded(directory: Path, prefix: str, *, verify: bool = True) -> dict[str, Any]:
     """The state saved under ``prefix`` (``model``, ``optimizer``) in a sharded checkpoint, read whole into this
     process (CPU tensors) without a process group; its files are checked against their checksums first."""
-    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
     if verify:
         verify_sharded(directory)
+    reader = sharded_reader(directory)
+    try:
+        reader.read_metadata()  # a crafted index is refused here, by name (DCP would wrap the error)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an unpickling error has many types
+        raise CheckpointError(
+            f"{directory / SHARDED_METADATA} cannot be read ({type(exc).__name__}: {exc}): the checkpoint is damaged; "
+            "use an earlier checkpoint folder"
+        ) from None
     state: dict[str, Any] = {}
     try:
-        _load_state_dict(
-            state,
-            storage_reader=FileSystemReader(str(directory)),
-            planner=_EmptyStateDictLoadPlanner(keys={prefix}),
-            no_dist=True,
-        )
-    except Exception as exc:  # noqa: BLE001 - DCP reports a damaged index or shard with many exception types
+        _load_state_dict(state, storage_reader=reader, planner=_EmptyStateDictLoadPlanner(keys={prefix}), no_dist=True)
+    except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP reports a damaged index or shard with many exception types
         raise CheckpointError(
             f"{directory}: its shards (*{SHARD_SUFFIX}, {SHARDED_METADATA}) cannot be read ({type(exc).__name__}: "
             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): the checkpoint is damaged; use an "

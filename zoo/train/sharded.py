@@ -22,8 +22,8 @@ checkpoint.
 Resuming loads the checkpoint into the new run's own state dicts (``dcp.load``, then ``set_state_dict``), so
 it resumes on any number of processes and with any strategy, one process included. Readers
 (``read_model_state``, ``zoo.load``) read it whole in one process, without a process group
-(``zoo.checkpoint.read_sharded``). The checksums are checked before anything is read; note that the checksums
-guard against damage, not against a crafted folder: DCP's ``.metadata`` is unpickled.
+(``zoo.checkpoint.read_sharded``). The checksums are checked before anything is read, and the index (a pickle)
+is unpickled with only the classes an index holds (``zoo.checkpoint.sharded_reader``): a crafted one is refused.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.checkpoint import SHARD_SUFFIX, SHARDED_METADATA, is_sharded, read_sharded, verify_sharded
+from zoo.checkpoint import SHARD_SUFFIX, SHARDED_METADATA, is_sharded, read_sharded, sharded_reader, verify_sharded
 from zoo.errors import CheckpointError
 from zoo.files import WEIGHTS_FILE, nonfinite_tensors, read_json
 from zoo.locate import RUN_FILE
@@ -56,6 +56,7 @@ __all__ = [  # with what it re-exports from zoo.checkpoint (the readers below th
     "read_model_state",
     "read_optimizer_state",
     "read_sharded",
+    "sharded_reader",
     "sharded_state",
     "verify",
     "verify_sharded",
@@ -157,10 +158,10 @@ def verify(checkpoint: Path, env: dist.Distributed) -> None:
 
 
 def _metadata(checkpoint: Path) -> Any:
-    from torch.distributed.checkpoint import FileSystemReader
-
     try:
-        return FileSystemReader(str(checkpoint)).read_metadata()
+        return sharded_reader(checkpoint).read_metadata()
+    except CheckpointError:
+        raise
     except Exception as exc:  # noqa: BLE001 - an unpickling error has many types
         raise CheckpointError(
             f"{checkpoint / SHARDED_METADATA} cannot be read ({type(exc).__name__}: {_first_line(exc)}): the "
@@ -193,8 +194,8 @@ def model_outline(checkpoint: Path) -> dict[str, torch.Tensor]:
 def optimizer_outline(checkpoint: Path, *, verify: bool = True) -> dict[str, Any]:
     """The optimizer state as ``check_training_state`` reads it: the parameter groups and step counts read, the
     moments as meta tensors of their recorded shape and dtype (not read). ``verify``: check every shard first."""
-    from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint._traverse import set_element
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
@@ -214,9 +215,9 @@ def optimizer_outline(checkpoint: Path, *, verify: bool = True) -> dict[str, Any
     state: dict[str, Any] = {}
     if small:
         try:
-            reader, planner = FileSystemReader(str(checkpoint)), _EmptyStateDictLoadPlanner(keys=small)
+            reader, planner = sharded_reader(checkpoint), _EmptyStateDictLoadPlanner(keys=small)
             _load_state_dict(state, storage_reader=reader, planner=planner, no_dist=True)
-        except Exception as exc:  # noqa: BLE001 - DCP reports a damaged shard with many exception types
+        except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP reports a damaged shard with many exception types
             raise CheckpointError(
                 f"{checkpoint}: the optimizer's parameter groups cannot be read from its shards (*{SHARD_SUFFIX}) "
                 f"({type(exc).__name__}: {_first_line(exc)}): the checkpoint is damaged; use an earlier one"
@@ -244,7 +245,7 @@ def load_shards(
     try:
         with warnings.catch_warnings():  # one process: DCP warns that it reads without a process group, as asked
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-            dcp.load(state, checkpoint_id=str(checkpoint), no_dist=not env.active)
+            dcp.load(state, storage_reader=sharded_reader(checkpoint), no_dist=not env.active)
     except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure into one
         raise CheckpointError(
             f"{checkpoint}: the shards do not fit this model and optimizer, or are damaged ({type(exc).__name__}: "
