@@ -82,7 +82,7 @@ def final_weights(run: Path) -> dict[str, torch.Tensor]:
     """The weights a torchrun run ended with: FSDP2's shards (dim 0, in rank order) put together, or rank 0's."""
     ranks = sorted(run.glob("final-rank*.pt"), key=lambda p: int(p.stem.removeprefix("final-rank")))
     held = [torch.load(p, weights_only=True) for p in ranks]
-    return {k: torch.cat([h[k][0] for h in held]) if sharded else t for k, (t, sharded) in held[0].items()}
+    return {k: torch.cat([h[k][0] for h in held]) if is_shard else t for k, (t, is_shard) in held[0].items()}
 
 
 NOISE_DRIVEN = ".attention.k_proj.bias"
