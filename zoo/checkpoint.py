@@ -2,17 +2,18 @@
 
 A saved folder holds ``recipe.yaml``, ``model.safetensors``, ``config.json`` (the recipe as JSON, beside the
 weights as Hugging Face tools expect) and ``checksums.json`` (the sha256 of the weights). ``load`` also reads
-training checkpoints, run folders and Hugging Face folders (``zoo.locate``; the built-in plugin ``zoo.hf``
-converts those). Every file is read defensively (``zoo.files``): an empty, truncated or pickled weights file,
-invalid JSON, a torch file that holds code, weights that do not match their checksum or do not fit their recipe
-are each a ``CheckpointError`` naming the file and what is wrong. Folders saved before checksums existed still
-load.
+training checkpoints (a sharded one of several processes read whole: ``read_sharded``), run folders and Hugging
+Face folders (``zoo.locate``; the built-in plugin ``zoo.hf`` converts those). Every file is read defensively
+(``zoo.files``): an empty, truncated or pickled weights file, invalid JSON, a torch file that holds code, weights
+that do not match their checksum or do not fit their recipe are each a ``CheckpointError`` naming the file and
+what is wrong. Folders saved before checksums existed still load.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from .files import (
     recorded_checksums,
     safetensors_header,
     sha256_file,
+    verify_checksum,
     verify_recorded,
 )
 from .lora import adapt_as_recipe
@@ -161,6 +163,19 @@ def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> n
     from .builder import build
 
     recipe_path, weights = folder_file(directory, RECIPE_FILE), directory / WEIGHTS_FILE
+    if is_sharded(directory):  # a checkpoint written by several processes, read whole
+        state = read_sharded(directory, "model")
+        dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
+        model = build(recipe_path, device=device, dtype=dtype)
+        adapt_as_recipe(model, fresh=False)
+        where = directory / SHARDED_METADATA
+        check_fits(model, {name: tuple(t.shape) for name, t in state.items()}, weights=where, recipe=recipe_path)
+        for alias, kept in tied_aliases(model).items():
+            if alias not in state and kept in state:
+                state[alias] = state[kept]
+        model.load_state_dict(state, strict=True)
+        check_weights(dict(model.state_dict()), str(where))
+        return model
     header = None
     if os.path.lexists(weights):
         folder_file(directory, WEIGHTS_FILE)
@@ -179,6 +194,131 @@ def _load_zoo_folder(directory: Path, *, device: str | torch.device | None) -> n
         load_model(model, str(weights), strict=True, device=str(device or "cpu"))
         check_weights(dict(model.state_dict()), str(weights))
     return model
+
+
+SHARDED_METADATA = ".metadata"
+"""The index of a sharded checkpoint (``torch.distributed.checkpoint``): which ``*.distcp`` file holds which
+piece of which tensor. Its presence makes a checkpoint folder a sharded one (``zoo.train.sharded``)."""
+SHARD_SUFFIX = ".distcp"
+
+
+def is_sharded(directory: Path) -> bool:
+    """Whether ``directory`` is a checkpoint written by several processes (``.metadata`` + ``*.distcp``)."""
+    return os.path.lexists(Path(directory) / SHARDED_METADATA)
+
+
+def verify_sharded(directory: Path, *, rank: int = 0, world_size: int = 1) -> None:
+    """Check the index and shards of a sharded checkpoint against the checksums its ``run.json`` records (with
+    ``world_size`` > 1, process ``rank``'s share of the files): a damaged, truncated or swapped file, a recorded
+    shard that is gone and a shard that was not recorded are each a ``CheckpointError`` naming the file."""
+    directory = Path(directory)
+    sums, record = recorded_checksums(directory)
+    present = [p.name for p in directory.iterdir() if p.name.endswith(SHARD_SUFFIX)]
+    recorded = [n for n in sums if n == SHARDED_METADATA or n.endswith(SHARD_SUFFIX)]
+    names = sorted({SHARDED_METADATA, *present, *recorded})
+    for name in names[rank::world_size]:
+        path = directory / name
+        if not os.path.lexists(path):
+            raise CheckpointError(
+                f"{path} is missing, though {record or directory} records it: the checkpoint is incomplete; "
+                "use an earlier checkpoint folder"
+            )
+        folder_file(directory, name)
+        if record is not None and name not in sums:
+            raise CheckpointError(
+                f"{path} is not one of the files {record} records: a shard of another checkpoint? Remove it, or use "
+                "an earlier checkpoint folder"
+            )
+        verify_checksum(path, sums.get(name), record)
+
+
+INDEX_CLASSES = {
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("pathlib", "Path"),
+    ("pathlib", "PosixPath"),
+    ("pathlib", "WindowsPath"),
+}
+"""What a DCP index (``.metadata``) may name beside ``torch.distributed.checkpoint.metadata``'s classes and torch's
+dtypes: everything else is refused unread (unpickling it could run code)."""
+
+
+class _IndexUnpickler(pickle.Unpickler):
+    def __init__(self, file: Any, path: Path) -> None:
+        super().__init__(file)
+        self.path = path
+
+    def find_class(self, module: str, name: str) -> Any:
+        import torch.distributed.checkpoint.metadata as index
+
+        found = getattr(index, name, None) if module == index.__name__ else None
+        if isinstance(found, type) or (module, name) in INDEX_CLASSES:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise CheckpointError(
+            f"{self.path} is refused: it names {module}.{name}, which no checkpoint index holds, and unpickling it "
+            "could run code. Use a checkpoint that zoo train wrote"
+        )
+
+
+def sharded_reader(directory: Path) -> Any:
+    """DCP's ``FileSystemReader`` of a sharded checkpoint, whose index (``.metadata``, a pickle) is unpickled with
+    only the classes an index holds (``INDEX_CLASSES``): a crafted index is a ``CheckpointError``, never run.
+
+    DCP reads the rest itself: tensors as raw bytes, other values with ``torch.load(weights_only=True)``.
+    """
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+    class IndexReader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+            path = Path(directory) / SHARDED_METADATA
+            with path.open("rb") as f:
+                metadata = _IndexUnpickler(f, path).load()
+            if not isinstance(metadata, Metadata):
+                raise CheckpointError(f"{path} holds a {type(metadata).__name__}, not a checkpoint index: damaged")
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return IndexReader(str(directory))
+
+
+def read_sharded(directory: Path, prefix: str, *, verify: bool = True) -> dict[str, Any]:
+    """The state saved under ``prefix`` (``model``, ``optimizer``) in a sharded checkpoint, read whole into this
+    process (CPU tensors) without a process group; its files are checked against their checksums first."""
+    from torch.distributed.checkpoint.api import CheckpointException
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    if verify:
+        verify_sharded(directory)
+    reader = sharded_reader(directory)
+    try:
+        reader.read_metadata()  # a crafted index is refused here, by name (DCP would wrap the error)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an unpickling error has many types
+        raise CheckpointError(
+            f"{directory / SHARDED_METADATA} cannot be read ({type(exc).__name__}: {exc}): the checkpoint is damaged; "
+            "use an earlier checkpoint folder"
+        ) from None
+    state: dict[str, Any] = {}
+    try:
+        _load_state_dict(state, storage_reader=reader, planner=_EmptyStateDictLoadPlanner(keys={prefix}), no_dist=True)
+    except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP reports a damaged index or shard with many exception types
+        raise CheckpointError(
+            f"{directory}: its shards (*{SHARD_SUFFIX}, {SHARDED_METADATA}) cannot be read ({type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): the checkpoint is damaged; use an "
+            "earlier checkpoint folder"
+        ) from None
+    found = state.get(prefix)
+    if not isinstance(found, dict):
+        raise CheckpointError(f"{directory / SHARDED_METADATA} holds no {prefix} state: not a zoo checkpoint")
+    return found
 
 
 class Pretrained:

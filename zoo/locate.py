@@ -43,7 +43,10 @@ LATEST = "latest"
 RUN_FILE = "run.json"
 """Written last inside a checkpoint's temporary folder: a checkpoint folder without it is not one."""
 CHECKPOINT_REQUIRED = (RUN_FILE, "model.safetensors", "recipe.yaml", "optimizer.pt", "trainer.pt")
-"""The files every complete training checkpoint folder has."""
+"""The files every complete training checkpoint folder of one process has."""
+SHARDED_REQUIRED = (RUN_FILE, ".metadata", "recipe.yaml", "trainer.pt")
+"""The files every complete sharded checkpoint (several processes, ``zoo.train.sharded``) has, beside its
+``*.distcp`` shards."""
 CHECKPOINT_NAME = re.compile(r"step-\d{8,}")
 
 
@@ -53,7 +56,7 @@ def complete_checkpoint(folder: Path) -> bool:
         folder.is_dir()
         and not folder.is_symlink()  # a link to a folder elsewhere is not one of the run's checkpoints
         and CHECKPOINT_NAME.fullmatch(folder.name) is not None
-        and all((folder / name).is_file() for name in CHECKPOINT_REQUIRED)
+        and any(all((folder / name).is_file() for name in files) for files in (CHECKPOINT_REQUIRED, SHARDED_REQUIRED))
     )
 
 

@@ -12,6 +12,8 @@ A run directory looks like::
           optimizer.pt  trainer.pt           optimizer; scheduler, loss scaler and every rank's RNG state
           tokenizer.json  run.json           how text became ids; step, objective, labels, metrics
 
+A run of several processes writes each rank's shards instead of model.safetensors and optimizer.pt (``sharded``).
+
 A checkpoint is written into a hidden temporary folder, each file flushed to disk, and then the folder is
 renamed into place (one atomic step) before ``latest`` is replaced (temp file + rename). An old checkpoint
 is renamed to a hidden folder before it is deleted. A process killed at any instant leaves either the
@@ -69,6 +71,7 @@ from zoo.locate import (
 )
 from zoo.recipe import Recipe
 
+from . import sharded
 from .tokenizer import Tokenizer, tokenizer_from_json
 
 OPTIMIZER_FILE = "optimizer.pt"
@@ -96,27 +99,28 @@ def write_checkpoint(
     step: int,
     *,
     recipe: Recipe,
-    model_state: dict[str, torch.Tensor],
-    optimizer_state: dict[str, Any],
+    model_state: dict[str, torch.Tensor] | None,
+    optimizer_state: dict[str, Any] | None,
     trainer_state: dict[str, Any],
     tokenizer: Tokenizer | None,
     info: dict[str, Any],
     aliases: dict[str, str],
     keep: int,
+    tmp: Path | None = None,
 ) -> Path:
-    """Write one complete checkpoint of ``step`` atomically; keep the newest ``keep``; return its folder."""
-    root = run_dir / CHECKPOINTS
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / checkpoint_name(step)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
-    public_mode(tmp, directory=True)  # mkdtemp makes it 0700; once renamed it is the checkpoint folder
+    """Write one complete checkpoint of ``step`` atomically; keep the newest ``keep``; return its folder. ``tmp``:
+    the ``new_checkpoint_folder`` that already holds every process's shards (``zoo.train.sharded``), or None."""
+    final = run_dir / CHECKPOINTS / checkpoint_name(step)
+    root, tmp = final.parent, tmp or new_checkpoint_folder(run_dir, step)
     try:
-        weights = {k: v.detach().contiguous() for k, v in model_state.items() if k not in aliases}
-        save_file(weights, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", "step": str(step)})
+        if model_state is not None:
+            weights = {k: v.detach().contiguous() for k, v in model_state.items() if k not in aliases}
+            save_file(weights, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", "step": str(step)})
         (tmp / RECIPE_FILE).write_text(dump_recipe(recipe.to_dict()), encoding="utf-8")
         for name, state in ((OPTIMIZER_FILE, optimizer_state), (TRAINER_FILE, trainer_state)):
-            with (tmp / name).open("wb") as f:  # closed even when torch.save fails (it keeps a path's file open)
-                torch.save(state, f)
+            if state is not None:  # (a sharded checkpoint's optimizer state is in its shards)
+                with (tmp / name).open("wb") as f:  # closed even when torch.save fails (it keeps a path's file open)
+                    torch.save(state, f)
         if tokenizer is not None:
             (tmp / TOKENIZER_FILE).write_text(json.dumps(tokenizer.to_json()), encoding="utf-8")
         sums = {f.name: sha256_file(f) for f in sorted(tmp.iterdir())}
@@ -145,6 +149,15 @@ def write_checkpoint(
     atomic_write(root / LATEST, lambda path: path.write_text(final.name, encoding="utf-8"))
     _prune(root, keep)
     return final
+
+
+def new_checkpoint_folder(run_dir: Path, step: int) -> Path:
+    """A new hidden temporary folder for the checkpoint of ``step`` (renamed into place once complete)."""
+    root = run_dir / CHECKPOINTS
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{checkpoint_name(step)}-", dir=root))
+    public_mode(tmp, directory=True)  # mkdtemp makes it 0700; once renamed it is the checkpoint folder
+    return tmp
 
 
 _complete = complete_checkpoint
@@ -285,8 +298,10 @@ def read_tokenizer(checkpoint: Path) -> Tokenizer | None:
 
 
 def read_model_state(checkpoint: Path) -> dict[str, torch.Tensor]:
-    """The weights, tied aliases restored, keyed like ``model.state_dict()``."""
+    """The weights, tied aliases restored, keyed like ``model.state_dict()`` (a sharded checkpoint's read whole)."""
     info = read_info(checkpoint)
+    if sharded.is_sharded(checkpoint):
+        return sharded.read_model_state(checkpoint, info.get("aliases", {}))
     path = folder_file(checkpoint, WEIGHTS_FILE)
     state = read_safetensors(path, sha256=info.get("sha256", {}).get(WEIGHTS_FILE), record=checkpoint / RUN_FILE)
     for alias, kept in info.get("aliases", {}).items():
@@ -299,24 +314,25 @@ def read_model_state(checkpoint: Path) -> dict[str, torch.Tensor]:
 def check_state_fits(model: nn.Module, state: dict[str, torch.Tensor], checkpoint: Path) -> None:
     """Refuse weights of another shape than ``model``'s (a recipe or weights file swapped), naming them."""
     shapes = {name: tuple(t.shape) for name, t in state.items()}
-    check_fits(model, shapes, weights=checkpoint / WEIGHTS_FILE, recipe=checkpoint / RECIPE_FILE)
+    check_fits(model, shapes, weights=sharded.weights_file(checkpoint), recipe=checkpoint / RECIPE_FILE)
 
 
 def check_finite(state: dict[str, torch.Tensor], checkpoint: Path) -> None:
     """Refuse the weights of a run that had diverged when the checkpoint was written (zoo never writes such
     a checkpoint now; an older version or another tool may have)."""
-    bad = nonfinite_tensors(state)
-    if bad:
-        raise CheckpointError(
-            f"{checkpoint / WEIGHTS_FILE}: {len(bad)} weights hold nan or inf (e.g. {bad[0]}): the run had diverged "
-            "when this checkpoint was written; use an earlier checkpoint folder"
-        )
+    if bad := nonfinite_tensors(state):
+        where = sharded.weights_file(checkpoint)
+        raise CheckpointError(sharded.NONFINITE.format(where=where, count=len(bad), name=bad[0]))
 
 
-def read_training_state(checkpoint: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(optimizer state, trainer state) of a checkpoint."""
+def read_training_state(checkpoint: Path, *, verified: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(optimizer state, trainer state) of a checkpoint. A sharded one's optimizer state is its outline (groups,
+    step counts, moments on the meta device: ``sharded.optimizer_outline``), its shards checked unless ``verified``."""
     info = read_info(checkpoint)
-    optimizer = read_torch_file(_verified(checkpoint, OPTIMIZER_FILE, info))
+    if sharded.is_sharded(checkpoint):
+        optimizer = sharded.optimizer_outline(checkpoint, verify=not verified)
+    else:
+        optimizer = read_torch_file(_verified(checkpoint, OPTIMIZER_FILE, info))
     trainer = read_torch_file(_verified(checkpoint, TRAINER_FILE, info))
     if not isinstance(optimizer, dict) or not {"state", "param_groups"} <= set(optimizer):
         raise CheckpointError(f"{checkpoint / OPTIMIZER_FILE} does not hold an optimizer state")
@@ -341,7 +357,7 @@ def check_training_state(
     Raises:
         CheckpointError: naming the file, the parameter and what is wrong.
     """
-    where, step = checkpoint / OPTIMIZER_FILE, trainer.get("step")
+    where, step = sharded.optimizer_file(checkpoint, OPTIMIZER_FILE), trainer.get("step")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise CheckpointError(f"{checkpoint / TRAINER_FILE}: step must be an integer >= 0, found {step!r}")
     saved_step = read_info(checkpoint)["step"]

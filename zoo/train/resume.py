@@ -11,9 +11,11 @@ from typing import Any
 import torch
 
 from zoo.errors import CheckpointError, TrainError, ZooError
+from zoo.files import WriteError, why_not_written
 
 from . import checkpoint as ckpt
 from . import distributed as dist
+from . import sharded
 
 
 class Checkpointing:
@@ -131,17 +133,29 @@ class Checkpointing:
         )
 
     def _load(self, path: Path) -> None:
-        model_state = ckpt.read_model_state(path)
+        """Load a checkpoint of either format (``sharded.is_sharded``) into this run, whatever its processes."""
+        is_sharded = sharded.is_sharded(path)
+        if is_sharded:  # checked and outlined from its index; the shards are read into this run's own state dicts
+            sharded.verify(path, self.env)
+            model_state = sharded.model_outline(path)
+        else:
+            model_state = ckpt.read_model_state(path)
         ckpt.check_state_fits(self.model, model_state, path)
-        ckpt.check_finite(model_state, path)
-        optimizer_state, trainer_state = ckpt.read_training_state(path)
+        if not is_sharded:
+            ckpt.check_finite(model_state, path)
+        optimizer_state, trainer_state = ckpt.read_training_state(path, verified=is_sharded)
         sizes = [len(group["params"]) for group in self.optimizer.param_groups]
         ckpt.check_training_state(path, optimizer_state, trainer_state, model_state, sizes)
         try:
-            dist.load_full_state(self.wrapped, self.optimizer, model_state, optimizer_state, self.env)
+            if is_sharded:
+                sharded.load_shards(path, self.wrapped, self.optimizer, self.aliases, self.env)
+            else:
+                dist.load_full_state(self.wrapped, self.optimizer, model_state, optimizer_state, self.env)
             self.scheduler.load_state_dict(trainer_state["scheduler"])
             if trainer_state.get("scaler"):
                 self.scaler.load_state_dict(trainer_state["scaler"])
+        except ZooError:
+            raise
         except (KeyError, ValueError, RuntimeError, TypeError) as exc:
             raise CheckpointError(
                 f"{path}: the optimizer or trainer state does not fit this model ({type(exc).__name__}: {exc})"
@@ -178,14 +192,22 @@ class Checkpointing:
         self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def save(self, step: int, eval_metrics: dict[str, float]) -> Path | None:
-        """Write a checkpoint of ``step``; weights that hold NaN or inf stop the run instead (never saved)."""
-        model_state, optimizer_state = dist.full_state(self.wrapped, self.optimizer, self.env)
-        stored = {k: v for k, v in model_state.items() if k not in self.aliases}  # a tied tensor counts once
-        bad = dist.broadcast_object(ckpt.nonfinite_tensors(stored) if self.env.is_main else None, self.env)
+        """Write a checkpoint of ``step``; weights that hold NaN or inf stop the run instead (never saved).
+
+        One process writes the whole state (``checkpoint.write_checkpoint``); several processes each write their
+        shards of it into one temporary folder (``zoo.train.sharded``), which rank 0 then completes and renames.
+        """
+        if self.env.active:
+            model_state, optimizer_state = sharded.sharded_state(self.wrapped, self.optimizer, self.aliases)
+            bad, count = sharded.nonfinite_anywhere(model_state, self.env), len(model_state)
+        else:
+            model_state, optimizer_state = dist.full_state(self.wrapped, self.optimizer, self.env)
+            stored = {k: v for k, v in model_state.items() if k not in self.aliases}  # a tied tensor counts once
+            bad, count = ckpt.nonfinite_tensors(stored), len(stored)
         if bad:
             kept = self.last_checkpoint.name if self.last_checkpoint else "none was written"
             raise TrainError(
-                f"the weights became non-finite by step {step} ({len(bad)} of {len(stored) or '?'} tensors hold "
+                f"the weights became non-finite by step {step} ({len(bad)} of {count or '?'} tensors hold "
                 f"nan or inf, e.g. {bad[0]}); training stopped without saving. The last good checkpoint is kept "
                 f"({kept}). Try a lower train.lr, train.clip_grad, or precision fp32."
             )
@@ -194,14 +216,15 @@ class Checkpointing:
             "cuda": torch.cuda.get_rng_state(self.env.device) if self.env.device.type == "cuda" else None,
         }
         rngs = dist.gather_objects(rng, self.env)
+        tmp = self._write_shards(step, model_state, optimizer_state) if self.env.active else None
         path = None
         if self.env.is_main:
             path = ckpt.write_checkpoint(
                 self.run_dir,
                 step,
                 recipe=self.recipe,
-                model_state=model_state,
-                optimizer_state=optimizer_state,
+                model_state=None if tmp else model_state,
+                optimizer_state=None if tmp else optimizer_state,
                 trainer_state={
                     "step": step,
                     "scheduler": self.scheduler.state_dict(),
@@ -212,12 +235,30 @@ class Checkpointing:
                 info=self._info(eval_metrics),
                 aliases=self.aliases,
                 keep=self.config.keep_checkpoints,
+                tmp=tmp,
             )
             if self.start_pending:
                 self._write_start()
         self.start_pending = False
         dist.barrier(self.env)
         return path
+
+    def _write_shards(self, step: int, model_state: dict, optimizer_state: dict) -> Path:
+        """Every process writes its shards into one new temporary folder (rank 0 makes it); a failure anywhere
+        removes the folder and is a ``WriteError`` on every process."""
+        made = ckpt.new_checkpoint_folder(self.run_dir, step) if self.env.is_main else None
+        tmp = Path(dist.broadcast_object(str(made) if made else None, self.env))
+        try:
+            sharded.write_shards({"model": model_state, "optimizer": optimizer_state}, tmp, self.env)
+        except OSError as exc:
+            if self.env.is_main:
+                shutil.rmtree(tmp, ignore_errors=True)
+            final = self.run_dir / ckpt.CHECKPOINTS / ckpt.checkpoint_name(step)
+            raise WriteError(
+                f"{final} could not be written: {why_not_written(final, exc)}. The run keeps its last complete "
+                "checkpoint: fix that, then zoo train --resume"
+            ) from None
+        return tmp
 
     def _info(self, eval_metrics: dict[str, float]) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -229,6 +270,7 @@ class Checkpointing:
             "seq_len": self.seq_len,
             "world_size": self.env.world_size,
             "strategy": self.strategy,
+            **({"format": sharded.FORMAT, "mesh": sharded.mesh_of(self.model, self.env)} if self.env.active else {}),
             "init_from": str(self.init_from) if self.init_from else None,
             "eval": eval_metrics,
         }
