@@ -38,6 +38,9 @@ WORKER = """
 import os, sys, torch
 from zoo.train import train
 out, parallel, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if parallel.startswith("{{"):  # a mesh, as JSON
+    import json
+    parallel = json.loads(parallel)
 
 def callback(event):  # rank 0 only: killed right after the checkpoint of step kill_at (all ranks wrote it)
     if event.kind == "checkpoint" and event.step == kill_at:
@@ -110,8 +113,8 @@ def reference(tmp_path_factory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("before", "after"),
-    [((4, "fsdp"), (2, "fsdp")), ((2, "fsdp"), (4, "ddp"))],
-    ids=["fsdp4-to-fsdp2", "fsdp2-to-ddp4"],
+    [((4, "fsdp"), (2, "fsdp")), ((2, "fsdp"), (4, "ddp")), ((4, '{"tensor": 2, "shard": 2}'), (2, "fsdp"))],
+    ids=["fsdp4-to-fsdp2", "fsdp2-to-ddp4", "tp2xfsdp2-to-fsdp2"],
 )
 def test_a_killed_run_resumes_on_another_mesh_at_the_same_weights(tmp_path, reference, before, after):
     run = tmp_path / "run"
@@ -123,6 +126,16 @@ def test_a_killed_run_resumes_on_another_mesh_at_the_same_weights(tmp_path, refe
     torchrun(tmp_path, run, *after)
     assert ckpt.read_info(ckpt.latest_checkpoint(run))["step"] == 20
     assert [r["step"] for r in read_metrics(run) if r["split"] == "train"] == [5, 10, 15, 20]
+    if isinstance(before[1], str) and before[1].startswith("{"):
+        # Tensor parallelism sums its row-wise projections' partial outputs in another order than FSDP alone: by
+        # step 10 the two runs differ by ~4e-6. Resuming on another mesh adds nothing to that: the weights at step
+        # 20 are as far from the reference's as they were at step 10.
+        def apart(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+            return max((a[k] - b[k]).abs().max().item() for k in a if not k.endswith(NOISE_DRIVEN))
+
+        at_10 = [ckpt.read_model_state(r / "checkpoints" / "step-00000010") for r in (run, reference)]
+        assert apart(final_weights(run), final_weights(reference)) <= apart(*at_10) + 1e-6
+        return
     assert_same_weights(final_weights(run), final_weights(reference))
 
 
