@@ -127,3 +127,29 @@ def test_dynamo_disabled_calls_the_function_before_and_after_dynamo_loads():
     assert wrapped(1) == 2
     compat.import_dynamo()
     assert wrapped(2) == 3
+
+
+def test_a_dcp_folder_is_read_whole_without_a_process_group(tmp_path):
+    import torch.distributed.checkpoint as dcp
+
+    saved = {"model": {"w": torch.arange(6.0).view(2, 3)}, "optimizer": {"lr": 0.5}}
+    dcp.save(saved, checkpoint_id=str(tmp_path), no_dist=True)
+    state: dict = {}
+    compat.dcp_read_keys(state, dcp.FileSystemReader(str(tmp_path)), {"model"})
+    assert state.keys() == {"model"} and torch.equal(state["model"]["w"], saved["model"]["w"])
+    compat.dcp_set_element(state, ("optimizer", "lr"), 0.5)
+    assert state["optimizer"] == {"lr": 0.5}
+
+
+def test_a_mesh_flattens_into_one_dimension():
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    try:
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("a", "b"))
+        flat = compat.flatten_mesh(mesh, "ab")
+        assert flat.size() == 4 and flat.mesh_dim_names == ("ab",)
+    finally:
+        dist.destroy_process_group()

@@ -147,7 +147,7 @@ def test_the_checkpoint_holds_each_ranks_shards_and_reads_whole(reference):
     assert not names & {"model.safetensors", "optimizer.pt"}
     info = ckpt.read_info(checkpoint)
     assert set(info["sha256"]) == names - {"run.json"}  # every shard and the index included
-    assert info["mesh"] == {"world_size": 4, "shape": [4], "dim_names": []}
+    assert info["mesh"] == {"world_size": 4, "replicate": 1, "shard": 4, "tensor": 1}
     assert info["aliases"] == {"head.proj.weight": "embedding.token.weight"}  # the tied head is stored once
     final = final_weights(reference)
     assert_same_weights(ckpt.read_model_state(checkpoint), final, atol=0)

@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from .compat import dcp_read_keys
 from .dtypes import from_safetensors
 from .errors import CheckpointError, ZooError
 from .files import (
@@ -291,8 +292,6 @@ def read_sharded(directory: Path, prefix: str, *, verify: bool = True) -> dict[s
     """The state saved under ``prefix`` (``model``, ``optimizer``) in a sharded checkpoint, read whole into this
     process (CPU tensors) without a process group; its files are checked against their checksums first."""
     from torch.distributed.checkpoint.api import CheckpointException
-    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
     if verify:
         verify_sharded(directory)
@@ -308,7 +307,7 @@ def read_sharded(directory: Path, prefix: str, *, verify: bool = True) -> dict[s
         ) from None
     state: dict[str, Any] = {}
     try:
-        _load_state_dict(state, storage_reader=reader, planner=_EmptyStateDictLoadPlanner(keys={prefix}), no_dist=True)
+        dcp_read_keys(state, reader, {prefix})
     except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP reports a damaged index or shard with many exception types
         raise CheckpointError(
             f"{directory}: its shards (*{SHARD_SUFFIX}, {SHARDED_METADATA}) cannot be read ({type(exc).__name__}: "

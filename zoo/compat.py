@@ -25,10 +25,13 @@ __all__ = [
     "TorchDispatchMode",
     "can_skip_guards",
     "compiled_graph_count",
+    "dcp_read_keys",
+    "dcp_set_element",
     "defer_dynamo_imports",
     "disabled_torch_function_impl",
     "dynamo_disabled",
     "foreach_add_",
+    "flatten_mesh",
     "fused_adamw_",
     "import_dynamo",
     "in_backward",
@@ -116,6 +119,28 @@ def foreach_add_(tensors: list[torch.Tensor], value: float) -> None:
 def fused_adamw_(*args: Any, **kwargs: Any) -> None:
     """``torch._fused_adamw_``: the fused AdamW step the optimizer runs (``AdamW(fused=True)``)."""
     torch._fused_adamw_(*args, **kwargs)
+
+
+def dcp_read_keys(state: dict[str, Any], reader: Any, keys: set[str]) -> None:
+    """Read the entries ``keys`` of a ``torch.distributed.checkpoint`` folder whole into ``state``, in this process
+    and without a process group, as ``format_utils.dcp_to_torch_save`` does (torch >= 2.4: ``_load_state_dict`` with
+    an ``_EmptyStateDictLoadPlanner``)."""
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    _load_state_dict(state, storage_reader=reader, planner=_EmptyStateDictLoadPlanner(keys=keys), no_dist=True)
+
+
+def dcp_set_element(state: dict[str, Any], path: tuple, value: Any) -> None:
+    """Put ``value`` at the nested ``path`` of a DCP state dict (``torch.distributed.checkpoint._traverse``)."""
+    from torch.distributed.checkpoint._traverse import set_element
+
+    set_element(state, path, value)
+
+
+def flatten_mesh(mesh: Any, name: str) -> Any:
+    """The dimensions of ``mesh`` as one 1-D mesh named ``name`` (``DeviceMesh._flatten``, torch >= 2.5)."""
+    return mesh._flatten(name)
 
 
 def dynamo_disabled(fn: Callable[..., Any], recursive: bool = True) -> Callable[..., Any]:

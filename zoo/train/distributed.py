@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from zoo.compat import flatten_mesh
 from zoo.errors import TrainError
 
 BYTES_PER_PARAMETER = 16  # fp32 weight + gradient + two AdamW moments
@@ -181,7 +182,7 @@ def data_group(mesh: Any, layout: Layout) -> Any:
         return None
     if layout.tensor == 1:
         return dist.group.WORLD
-    return mesh["replicate", "shard"]._flatten("data").get_group()
+    return flatten_mesh(mesh["replicate", "shard"], "data").get_group()
 
 
 def device_mesh(env: Distributed, layout: Layout) -> Any:

@@ -270,7 +270,7 @@ class Checkpointing:
             "seq_len": self.seq_len,
             "world_size": self.env.world_size,
             "strategy": self.strategy,
-            **({"format": sharded.FORMAT, "mesh": sharded.mesh_of(self.model, self.env)} if self.env.active else {}),
+            **({"format": sharded.FORMAT, "mesh": sharded.mesh_of(self.layout, self.env)} if self.env.active else {}),
             "init_from": str(self.init_from) if self.init_from else None,
             "eval": eval_metrics,
         }

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from zoo.checkpoint import SHARD_SUFFIX, SHARDED_METADATA, is_sharded, read_sharded, sharded_reader, verify_sharded
+from zoo.compat import dcp_read_keys, dcp_set_element
 from zoo.errors import CheckpointError
 from zoo.files import WEIGHTS_FILE, nonfinite_tensors, read_json
 from zoo.locate import RUN_FILE
@@ -107,13 +108,9 @@ def nonfinite_anywhere(state: dict[str, Any], env: dist.Distributed) -> list[str
     return list(seen)
 
 
-def mesh_of(model: nn.Module, env: dist.Distributed) -> dict[str, Any]:
-    """How the state was laid out: the world size, and the device mesh of the first DTensor parameter."""
-    mesh = next((p.device_mesh for p in model.parameters() if hasattr(p, "device_mesh")), None)
-    described: dict[str, Any] = {"world_size": env.world_size}
-    if mesh is not None:
-        described.update(shape=list(mesh.mesh.shape), dim_names=list(mesh.mesh_dim_names or ()))
-    return described
+def mesh_of(layout: dist.Layout, env: dist.Distributed) -> dict[str, Any]:
+    """How the state was laid out: the world size and the mesh (``replicate x shard x tensor``) that wrote it."""
+    return {"world_size": env.world_size, "replicate": layout.replicate, "shard": layout.shard, "tensor": layout.tensor}
 
 
 def write_shards(state: dict[str, Any], tmp: Path, env: dist.Distributed) -> None:
@@ -194,11 +191,8 @@ def model_outline(checkpoint: Path) -> dict[str, torch.Tensor]:
 def optimizer_outline(checkpoint: Path, *, verify: bool = True) -> dict[str, Any]:
     """The optimizer state as ``check_training_state`` reads it: the parameter groups and step counts read, the
     moments as meta tensors of their recorded shape and dtype (not read). ``verify``: check every shard first."""
-    from torch.distributed.checkpoint._traverse import set_element
     from torch.distributed.checkpoint.api import CheckpointException
-    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
     if verify:
         verify_sharded(checkpoint)
@@ -215,15 +209,14 @@ def optimizer_outline(checkpoint: Path, *, verify: bool = True) -> dict[str, Any
     state: dict[str, Any] = {}
     if small:
         try:
-            reader, planner = sharded_reader(checkpoint), _EmptyStateDictLoadPlanner(keys=small)
-            _load_state_dict(state, storage_reader=reader, planner=planner, no_dist=True)
+            dcp_read_keys(state, sharded_reader(checkpoint), small)
         except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP reports a damaged shard with many exception types
             raise CheckpointError(
                 f"{checkpoint}: the optimizer's parameter groups cannot be read from its shards (*{SHARD_SUFFIX}) "
                 f"({type(exc).__name__}: {_first_line(exc)}): the checkpoint is damaged; use an earlier one"
             ) from None
     for path, tensor in moments.values():
-        set_element(state, path, tensor)
+        dcp_set_element(state, path, tensor)
     optimizer = state.get("optimizer", {})
     optimizer.setdefault("state", {})
     optimizer.setdefault("param_groups", [])
