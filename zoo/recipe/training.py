@@ -66,13 +66,25 @@ class MeshConfig(BaseModel):
     replicate: int = Field(1, ge=1, le=MAX_SIZE, description="Data-parallel replicas (DDP, or HSDP's replicas).")
     shard: int = Field(1, ge=1, le=MAX_SIZE, description="Processes FSDP2 shards weights and optimizer state over.")
     tensor: int = Field(1, ge=1, le=MAX_SIZE, description="Processes each block's projections split over (TP).")
+    sequence: bool = Field(
+        False,
+        description="With tensor > 1: each block's norms, dropout and residual stream hold 1/tensor of the "
+        "sequence (sequence parallelism); attention and FFN gather it whole.",
+    )
+
+    @model_validator(mode="after")
+    def _sequence_needs_tensor(self) -> MeshConfig:
+        if self.sequence and self.tensor == 1:
+            raise ValueError("sequence: true splits the sequence over the tensor-parallel ranks: set tensor > 1")
+        return self
 
     @property
     def world_size(self) -> int:
         return self.replicate * self.shard * self.tensor
 
     def __str__(self) -> str:
-        return f"{{replicate: {self.replicate}, shard: {self.shard}, tensor: {self.tensor}}}"
+        sequence = ", sequence: true" if self.sequence else ""
+        return f"{{replicate: {self.replicate}, shard: {self.shard}, tensor: {self.tensor}{sequence}}}"
 
 
 class TrainConfig(BaseModel):

@@ -109,6 +109,8 @@ class Layout:
     replicate: int = 1
     shard: int = 1
     tensor: int = 1
+    sequence: bool = False
+    """The blocks hold 1/tensor of the sequence between their attention and FFN (sequence parallelism)."""
 
     @property
     def data(self) -> int:
@@ -145,7 +147,7 @@ def choose_layout(model: nn.Module, env: Distributed, parallel: Any, *, sharding
             )
         R, S, T = parallel.replicate, parallel.shard, parallel.tensor
         strategy = "fsdp" if S > 1 or (T > 1 and R > 1) else "ddp" if R > 1 else "none"
-        return Layout(strategy, R, S, T)
+        return Layout(strategy, R, S, T, parallel.sequence)
     if not env.active:
         return Layout()
     if parallel == "auto":

@@ -35,6 +35,8 @@ def place(model: nn.Module, env: Any, layout: Any, mesh: Any) -> None:
         model.to(env.device)
     if layout.tensor > 1:  # FSDP2 then shards the data dimensions of the split weights
         parallelize(model, mesh["tensor"])
+        if layout.sequence:
+            split_sequence(model, mesh["tensor"])
     peers = data_group(mesh, layout)
     for module in model.modules():
         if hasattr(module, "balance_group"):
@@ -99,6 +101,106 @@ def parallelize(model: nn.Module, mesh: Any) -> None:
                     f"{type(module).__name__}.{name}) split differently; untie them (head.tie_embeddings: false)"
                 )
             setattr(module, name, kept)
+
+
+def split_sequence(model: nn.Module, mesh: Any) -> None:
+    """Sequence parallelism over the tensor-parallel ranks: between a block's attention and FFN, its norms, dropout
+    and residual stream hold 1/ranks of the sequence (rank ``r`` the ``r``-th chunk), which divides the memory of
+    those activations by the ranks. Each attention and FFN gathers the whole sequence in front of it and keeps its
+    rank's chunk of its output (summed over the ranks by its row-wise projection); the first block takes its
+    rank's chunk and the last one gathers the sequence again, for the stack's final norm and the head. A block's
+    norms, seeing a part of the sequence, sum their weights' gradients over the ranks (``sum_gradients_over``).
+
+    Raises:
+        TrainError: a block with weights outside its attention and FFN that are not a norm, or a stateful FFN
+            (a recurrent mixer, which reads the sequence in order).
+    """
+    from zoo.architectures.blocks import stacks
+
+    size, group = mesh.size(), mesh.get_group()
+    where = f"train.parallel tensor {size}, sequence: true"
+    for stack in stacks(model):
+        for i, block in enumerate(stack.blocks):
+            if getattr(block, "stateful_ffn", False):
+                raise TrainError(f"{where}: block {i}'s FFN is a recurrent mixer; it cannot split the sequence")
+            for name, child in block.named_children():
+                if name in ("attention", "cross_attention", "ffn"):
+                    child.register_forward_pre_hook(_gather_input)
+                    child.register_forward_hook(_own_chunk_of_output)
+                elif any(True for _ in child.parameters()):
+                    if not hasattr(child, "sum_gradients_over"):
+                        raise TrainError(
+                            f"{where}: block {i}'s {name} ({type(child).__name__}) holds weights and reads a part "
+                            "of the sequence; only norms (sum_gradients_over) can: drop sequence: true"
+                        )
+                    child.sum_gradients_over(group)
+            for hooked in ("attention", "cross_attention", "ffn"):
+                module = getattr(block, hooked, None)
+                if module is not None:
+                    module.sequence_group = group
+        stack.blocks[0].register_forward_pre_hook(_own_chunk_of_input)
+        stack.blocks[-1].register_forward_hook(_gather_output)
+        stack.blocks[0].sequence_group = stack.blocks[-1].sequence_group = group
+
+
+def _chunk(x: torch.Tensor, group: Any) -> torch.Tensor:
+    """This rank's chunk of the sequence (dim 1) of ``x``, which must divide evenly."""
+    size, rank = torch.distributed.get_world_size(group), torch.distributed.get_rank(group)
+    if x.size(1) % size:
+        raise TrainError(
+            f"train.parallel sequence: true splits each sequence over {size} ranks, and this one has {x.size(1)} "
+            f"positions: make train.seq_len divisible by {size}"
+        )
+    return x.chunk(size, dim=1)[rank]
+
+
+class _Chunk(torch.autograd.Function):
+    """Forward: this rank's chunk of a sequence every rank holds whole; backward: the chunks' gradients gathered."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        ctx.group = group
+        return _chunk(x, group).contiguous()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _all_gather(grad, ctx.group), None
+
+
+class _Gather(torch.autograd.Function):
+    """Forward: the ranks' chunks gathered into the whole sequence; backward: this rank's chunk of the gradient
+    (the whole-sequence work after it ends in a gradient that every rank holds alike)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        ctx.group = group
+        return _all_gather(x, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _chunk(grad, ctx.group).contiguous(), None
+
+
+def _all_gather(x: torch.Tensor, group: Any) -> torch.Tensor:
+    parts = [torch.empty_like(x) for _ in range(torch.distributed.get_world_size(group))]
+    torch.distributed.all_gather(parts, x.contiguous(), group=group)
+    return torch.cat(parts, dim=1)
+
+
+def _own_chunk_of_input(module: nn.Module, args: tuple) -> tuple:
+    return (_Chunk.apply(args[0], module.sequence_group), *args[1:])
+
+
+def _gather_input(module: nn.Module, args: tuple) -> tuple:
+    return (_Gather.apply(args[0], module.sequence_group), *args[1:])
+
+
+def _own_chunk_of_output(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+    return _Chunk.apply(output, module.sequence_group)
+
+
+def _gather_output(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+    return _Gather.apply(output, module.sequence_group)
 
 
 def _tied(model: nn.Module) -> list[list[tuple[nn.Module, str]]]:

@@ -10,7 +10,6 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from zoo.components.ffn import activation_module
 
@@ -21,7 +20,7 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     Logits split over the vocabulary (a tensor-parallel LM head, under ``loss_parallel``) give the same loss on
     every rank, returned as the plain tensor it is, so that it adds to other losses (a mixture's balancing loss)."""
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
-    return loss.to_local() if isinstance(loss, DTensor) else loss
+    return loss.to_local() if hasattr(loss, "to_local") else loss  # a DTensor
 
 
 def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:

@@ -11,14 +11,13 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.distributed.tensor import DTensor
 
 from zoo.components.ffn import MLP, GatedMLP, glu
 
 
 def _local(t: torch.Tensor | None) -> torch.Tensor | None:
     """This rank's part of a weight split over ranks (a ``DTensor``), as a plain tensor; others as they are."""
-    return t.to_local() if isinstance(t, DTensor) else t
+    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def _build_expert(

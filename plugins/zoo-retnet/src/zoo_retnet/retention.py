@@ -27,7 +27,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
@@ -211,7 +210,7 @@ class MultiScaleRetention(nn.Module):
     def _group_norm(self, y: torch.Tensor) -> torch.Tensor:
         """``group_norm`` over this module's heads (its own, once split over ranks: the weights' local part)."""
         norm = self.group_norm
-        weight, bias = (t.to_local() if isinstance(t, DTensor) else t for t in (norm.weight, norm.bias))
+        weight, bias = (t.to_local() if hasattr(t, "to_local") else t for t in (norm.weight, norm.bias))
         return F.group_norm(y, self.num_heads, weight, bias, norm.eps)
 
     def shard_tensor(self, mesh: Any) -> None:
