@@ -154,6 +154,8 @@ def test_what_cannot_split_is_refused_in_the_trainers_words():
         "on its module, see zoo.tensor_parallel); train this model with tensor: 1"
     )
     assert not dist.is_initialized()  # the fake group is gone
+    with fake_ranks(2), pytest.raises(PlanError, match="this process already belongs to one: plan outside torchrun"):
+        plan("gpt-tiny", gpu="cpu", gpus=2, batch=2, parallel="tensor=2")
 
 
 # ---------------------------------------------------------------------------------------------- step time
@@ -274,3 +276,24 @@ def test_per_rank_peak_is_within_fifteen_percent_of_the_plan_on_every_mesh(measu
             measured = peaks[f"{name}/{label}"]
             print(f"{name} {label} rank {rank}: predicted {peak:,} measured {measured:,} ratio {peak / measured:.3f}")
             assert abs(peak / measured - 1) < TOLERANCE, (label, rank, peak, measured)
+
+
+# ---------------------------------------------------------------------------------------------- the command
+
+
+def test_zoo_plan_says_the_mesh_in_its_table_and_json():
+    from typer.testing import CliRunner
+
+    from zoo.cli import app
+
+    args = ["plan", "gpt-tiny", "--gpu", "cpu", "--gpus", "4", "--batch", "4", "--parallel", "tensor=2,shard=2"]
+    shown = CliRunner().invoke(app, args)
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "mesh replicate 1, shard 2, tensor 2" in text and "per tensor-parallel group of 2 devices" in text
+    assert "weights (fp32, split / 2, / 2)" in text and "tensor-parallel all-reduces per device (tensor 2" in text
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    assert data["mesh"] == {"replicate": 1, "shard": 2, "tensor": 2} and data["time"]["tensor_comm_bytes"] > 0
+    wrong = CliRunner().invoke(app, [*args[:-1], "tensor=2,shard=4"])
+    assert wrong.exit_code == 2
+    assert "set --gpus 8, or change the mesh to multiply to 4" in " ".join(wrong.output.split())

@@ -187,7 +187,8 @@ def _memory(p: Any) -> Any:
     if m.offloaded:
         t.add_row("in CPU memory (offloaded shards)", size(m.offloaded))
     largest = f"{p.max_micro_batch:,}" if p.max_micro_batch else "[bold red]none[/bold red]"
-    t.add_row("largest micro-batch per device that fits", largest)
+    per = "tensor-parallel group" if p.mesh["tensor"] > 1 else "device"
+    t.add_row(f"largest micro-batch per {per} that fits", largest)
     for line in p.advice:
         t.add_row(f"[yellow]try[/yellow] {line}", "")
     return t
