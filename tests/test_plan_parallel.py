@@ -2,7 +2,7 @@
 the trainer splits it, the tensor-parallel all-reduces in the step time, the refusals in the trainer's words, the
 meshes the advice suggests; and, under torchrun (gloo, 4 CPU processes), the per-rank peak the plan predicts
 against the peak torch's ``FSDPMemTracker`` measures on the trainer's own step, for gpt-tiny, llama-tiny,
-moe-tiny and t5-tiny on three meshes."""
+moe-tiny and t5-tiny on four meshes."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ MESHES = {
     "tp2-fsdp2": {"tensor": 2, "shard": 2},
     "fsdp4": {"shard": 4},
     "hsdp2x2": {"replicate": 2, "shard": 2},
+    "tp2-replicas2": {"replicate": 2, "tensor": 2},  # FSDP2 of shard 1 over two tensor-parallel replicas
 }
 SETTINGS = {
     "train.batch_size": 4,
