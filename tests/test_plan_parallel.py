@@ -93,6 +93,8 @@ def test_a_mesh_must_multiply_to_the_devices_and_the_batch_split_over_its_data_g
     assert p.micro_batch == 1 and p.strategy == "fsdp" and p.sharding == "full"  # each tensor group: its slice
     assert p.to_dict()["mesh"] == {"replicate": 1, "shard": 2, "tensor": 2}
     assert plan("gpt-tiny", gpu="cpu", gpus=4, parallel="fsdp").mesh == {"replicate": 1, "shard": 4, "tensor": 1}
+    in_recipe = load_recipe("gpt-tiny", **{"train.parallel": {"tensor": 2, "shard": 2}})
+    assert plan(in_recipe, gpu="cpu", gpus=4, batch=4, seq_len=32).mesh == p.mesh  # train.parallel's own mesh
     hsdp = plan("gpt-tiny", gpu="cpu", gpus=4, batch=4, seq_len=32, parallel={"replicate": 2, "shard": 2})
     assert (hsdp.strategy, hsdp.sharding, hsdp.micro_batch) == ("fsdp", "hybrid", 1)
 

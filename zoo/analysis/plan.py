@@ -26,7 +26,9 @@ On top of the traced tensor bytes, a GPU needs the caching allocator's reserve (
 reserved-but-free blocks, fragmentation) and the CUDA context with its library workspaces (``CONTEXT``);
 both are stated assumptions, not traced. Time comes from FLOPs (``zoo.analysis.flops``: 3x the forward,
 plus the forward of what checkpointing recomputes) at a stated utilisation of the accelerator's dense bf16
-peak, beside the roofline (utilisation 1), and the communication volume at the interconnect's bandwid
+peak, beside the roofline (utilisation 1), and the communication volume at the interconnect's bandwidth:
+data-parallel collectives overlapped with compute, tensor-parallel all-reduces after it (each layer waits for its
+own; ``zoo.analysis.tensorplan``).
 
 The pieces: accelerators (``zoo.analysis.accelerators``), memory per device (``zoo.analysis.device_memory``),
 step time and serving (``zoo.analysis.throughput``); this module puts them together in ``plan``.
