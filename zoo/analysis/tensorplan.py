@@ -13,7 +13,11 @@ embedding's extras and the residual stream (N x L x E) stay whole. A tied head s
 
 What the trace of the rank's model leaves out: the all-reduced copies of the N x L x E activations (the partial
 output of a row-wise projection and its sum are both alive for a moment) and the masks of a vocabulary-parallel
-lookup; both are temporaries of one layer, small beside what a step keeps.
+lookup; both are temporaries of one layer, small beside what a step keeps. Against torch's ``FSDPMemTracker`` on
+the trainer's own step (gloo, 4 CPU processes, ``tests/test_plan_parallel.py``), the per-rank peak of gpt-, llama-,
+moe- and t5-tiny on tensor 2 x shard 2 and replicate 2 x tensor 2 comes within 0.99-1.09 of the measured one.
+The fake process group is torch's test backend (``torch.testing._internal.distributed.fake_pg``); a process
+that already belongs to a process group cannot plan tensor parallelism (``PlanError``).
 
 ``Collectives`` counts what the group all-reduces per token of each micro-step: forward, the output (E wide) of
 every row-wise projection (attention's ``o_proj``, an FFN's ``down_proj``), a mixture's sum of its experts'
