@@ -73,9 +73,10 @@ class _Layout:
     """How the traced step is spread over the devices."""
 
     strategy: str  # none | ddp | fsdp
-    shards: int = 1  # devices one copy of the weights is sharded over
+    shards: int = 1  # devices one copy of the (rank's share of the) weights is sharded over
     offload: bool = False
     grad_accum: int = 1
+    tensor: int = 1  # devices each block is split over (the trace is one rank's share)
 
 
 def _device_memory(trace: StepTrace, timeline: Timeline, layout: _Layout, scale: float, gpu: bool) -> Memory:

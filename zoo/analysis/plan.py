@@ -17,13 +17,18 @@ fsdp full      weights, gradients and AdamW state divided by the devices; the la
                and its gradients stay whole until their reduce-scatter
 fsdp hybrid    as full within a node (``per_node`` devices), replicated across nodes
 offload        the sharded weights, gradients and AdamW state live in CPU memory (FSDP2 CPUOffloadPolicy)
+mesh           ``{replicate: R, shard: S, tensor: T}``: each block split over T devices (the step traced is
+               that of one rank's share of the model, ``zoo.analysis.tensorplan``), then FSDP2 over S
+               (HSDP with R > 1) of that share; each of the R x S data groups takes batch / (R x S)
 =============  =======================================================================================
 
 On top of the traced tensor bytes, a GPU needs the caching allocator's reserve (``RESERVE`` of the peak:
 reserved-but-free blocks, fragmentation) and the CUDA context with its library workspaces (``CONTEXT``);
 both are stated assumptions, not traced. Time comes from FLOPs (``zoo.analysis.flops``: 3x the forward,
 plus the forward of what checkpointing recomputes) at a stated utilisation of the accelerator's dense bf16
-peak, beside the roofline (utilisation 1), and the communication volume at the interconnect's bandwid
+peak, beside the roofline (utilisation 1), and the communication volume at the interconnect's bandwidth:
+data-parallel collectives overlapped with compute, tensor-parallel all-reduces after it (each layer waits for its
+own; ``zoo.analysis.tensorplan``).
 
 The pieces: accelerators (``zoo.analysis.accelerators``), memory per device (``zoo.analysis.device_memory``),
 step time and serving (``zoo.analysis.throughput``); this module puts them together in ``plan``.
@@ -39,15 +44,18 @@ from typing import TYPE_CHECKING, Any
 from zoo.errors import PlanError
 
 from .accelerators import Accelerator, accelerators, choose_accelerator, get_accelerator
+from .advice import _advice
 from .device_memory import CONTEXT, RESERVE, Memory, _device_memory, _gib, _largest_micro_batch, _Layout
+from .mesh import mesh_dict, mesh_flag, mesh_strategy, parse_parallel
 from .sequence import default_seq_len
 from .throughput import Serving, StepTime, _serving, _step_time
 
 if TYPE_CHECKING:
     from zoo.recipe import Recipe
+    from zoo.recipe.training import MeshConfig
 
     from .steptrace import StepTrace
-    from .timeline import Timeline, UnitShare
+    from .timeline import UnitShare
 
 __all__ = [
     "CONTEXT",
@@ -85,6 +93,9 @@ class Plan:
     checkpoint_every: int | None
     strategy: str
     """none (one device), ddp or fsdp."""
+    mesh: dict[str, int]
+    """The device mesh ``{replicate, shard, tensor}`` the step is laid out on (``strategy`` its data-parallel
+    wrapper; a strategy's name stands for its mesh: ddp replicates over every device, fsdp shards over them)."""
     sharding: str | None
     offload: bool
     parameters: int
@@ -142,6 +153,7 @@ class Plan:
             "checkpointing": self.checkpointing,
             "checkpoint_every": self.checkpoint_every,
             "strategy": self.strategy,
+            "mesh": self.mesh,
             "sharding": self.sharding,
             "offload": self.offload,
             "parameters": self.parameters,
@@ -169,7 +181,7 @@ def plan(
     precision: str | None = None,
     checkpointing: str | None = None,
     checkpoint_every: int | None = None,
-    parallel: str | None = None,
+    parallel: str | dict[str, int] | MeshConfig | None = None,
     sharding: str | None = None,
     offload: bool | None = None,
     mfu: float = DEFAULT_MFU,
@@ -184,13 +196,15 @@ def plan(
     micro-step, as ``train.batch_size``), ``seq_len`` (else 4096 capped at ``max_len``: ``default_seq_len``, said
     in the notes), ``precision`` (auto: bf16 on a GPU, fp32 on the CPU),
     ``checkpointing`` / ``checkpoint_every``, ``parallel`` (auto: FSDP when 16 bytes per parameter exceed 80% of
-    a device, as the trainer decides), ``sharding``, ``offload``.
+    a device, as the trainer decides; or a mesh ``{replicate, shard, tensor}``, a ``MeshConfig`` or the text
+    ``replicate=2,shard=2,tensor=2``, whose product must be ``gpus``), ``sharding``, ``offload``.
 
     Raises:
         PlanError: an unknown accelerator or a bad ``gpu_spec`` file, fewer than one device, a batch that does
             not split over the devices, a sequence longer than the positions, a utilisation outside (0, 1], a
-            component that cannot be traced. A model that does not fit is a ``Plan`` with ``fits`` False
-            (``Plan.check``).
+            component that cannot be traced, a mesh of another size than ``gpus``, a model that cannot split
+            over the mesh's tensor dimension (in the trainer's words). A model that does not fit is a ``Plan``
+            with ``fits`` False (``Plan.check``).
         RecipeError: an invalid recipe or option.
     """
     from zoo.recipe import Recipe, load_recipe, positions_fit
@@ -208,7 +222,7 @@ def plan(
     for key, value in (
         ("train.activation_checkpointing", checkpointing),
         ("train.checkpoint_every", checkpoint_every),
-        ("train.parallel", parallel),
+        ("train.parallel", parse_parallel(parallel) if parallel is not None else None),
         ("train.fsdp_sharding", sharding),
         ("train.fsdp_offload", offload),
     ):
@@ -221,10 +235,19 @@ def plan(
     batch = t.batch_size if batch is None else batch
     if batch < 1:
         raise PlanError(f"--batch must be at least 1 (got {batch})")
-    if batch % gpus:
+    mesh = None if isinstance(t.parallel, str) else t.parallel.model_dump()
+    if mesh is not None and t.parallel.world_size != gpus:
+        size = t.parallel.world_size
         raise PlanError(
-            f"--batch {batch} is the batch of all {gpus} devices together (as train.batch_size) and must split "
-            f"evenly over them: use a multiple of {gpus}"
+            f"--parallel {mesh_flag(mesh)} is a mesh of replicate x shard x tensor = {size} devices, and --gpus is "
+            f"{gpus}: set --gpus {size}, or change the mesh to multiply to {gpus}"
+        )
+    groups = gpus if mesh is None else mesh["replicate"] * mesh["shard"]
+    if batch % groups:
+        whose = f"all {gpus} devices" if mesh is None else f"the {groups} data-parallel groups (replicate x shard)"
+        raise PlanError(
+            f"--batch {batch} is the batch of {whose} together (as train.batch_size) and must split "
+            f"evenly over them: use a multiple of {groups}"
         )
     vision = r.architecture == "vit"
     if seq_len is not None and seq_len < 1:
@@ -244,7 +267,8 @@ def plan(
         prec = "bf16" if acc.gpu else "fp32"
     if prec not in ("fp32", "bf16", "fp16"):
         raise PlanError(f"--precision {prec!r}: choose fp32, bf16 or fp16")
-    micro = batch // gpus
+    micro = batch // groups
+    tensor = 1 if mesh is None else mesh["tensor"]
     trace = trace_step(
         r,
         micro_batch=micro,
@@ -253,14 +277,20 @@ def plan(
         checkpointing=t.activation_checkpointing,
         checkpoint_every=t.checkpoint_every,
         granularity=GPU_GRANULARITY if acc.gpu else 1,
+        tensor=tensor,
     )
     timeline = compose(trace)
-    strategy = _strategy(trace, acc, gpus, t.parallel)
-    sharding_used = t.fsdp_sharding if strategy == "fsdp" else None
-    shards = (min(gpus, acc.per_node) if t.fsdp_sharding == "hybrid" else gpus) if strategy == "fsdp" else 1
-    if strategy == "fsdp" and t.fsdp_sharding == "hybrid" and gpus % shards:
-        raise PlanError(f"hybrid sharding groups {acc.per_node} devices per node: --gpus {gpus} is not a multiple")
-    layout = _Layout(strategy, shards, t.fsdp_offload and strategy == "fsdp", t.grad_accum)
+    if mesh is None:
+        strategy = _strategy(trace, acc, gpus, t.parallel)
+        sharding_used = t.fsdp_sharding if strategy == "fsdp" else None
+        if strategy == "fsdp" and t.fsdp_sharding == "hybrid" and gpus % min(gpus, acc.per_node):
+            raise PlanError(f"hybrid sharding groups {acc.per_node} devices per node: --gpus {gpus} is not a multiple")
+        mesh = mesh_dict(strategy, gpus, sharding_used, acc.per_node)
+    else:
+        strategy = mesh_strategy(mesh)
+        sharding_used = ("hybrid" if mesh["replicate"] > 1 else "full") if strategy == "fsdp" else None
+    shards = mesh["shard"] if strategy == "fsdp" else 1
+    layout = _Layout(strategy, shards, t.fsdp_offload and strategy == "fsdp", t.grad_accum, mesh["tensor"])
     notes += _precision_notes(strategy, prec)
     if strategy == "fsdp" and t.grad_accum > 1:
         notes.append(
@@ -288,6 +318,7 @@ def plan(
         checkpointing=t.activation_checkpointing,
         checkpoint_every=t.checkpoint_every,
         strategy=strategy,
+        mesh=mesh,
         sharding=sharding_used,
         offload=layout.offload,
         parameters=trace.parameters,
@@ -299,13 +330,19 @@ def plan(
         serving=_serving(trace, acc, gpus, seq),
         notes=notes,
     )
+    if tensor > 1:
+        notes.append(
+            f"tensor parallelism over {tensor} devices: traced as one rank's share of the model (its heads, FFN "
+            f"width, experts and vocabulary rows / {tensor}, as each component's plan splits them; norms, positions, "
+            "routers and the residual stream whole); its all-reduces add to the step time, not overlapped"
+        )
     if largest == 0:
-        result.advice = _advice(trace, timeline, layout, acc, gpus)
+        result.advice = _advice(r, trace, timeline, layout, acc, gpus)
         if micro > 1:
             result.needed_at_one = _device_memory(trace, timeline, layout, 1 / micro, acc.gpu).needed
     elif not fits:
         result.advice = [
-            f"micro-batch {micro} does not fit; {largest} does: --batch {largest * gpus} with train.grad_accum "
+            f"micro-batch {micro} does not fit; {largest} does: --batch {largest * groups} with train.grad_accum "
             f"{math.ceil(micro / largest) * t.grad_accum} keeps about the same tokens per step"
         ]
     return result
@@ -338,31 +375,3 @@ def _strategy(trace: StepTrace, acc: Accelerator, gpus: int, parallel: str) -> s
     if not acc.gpu:
         return "ddp"
     return "fsdp" if trace.parameters * BYTES_PER_PARAMETER > 0.8 * acc.memory_bytes else "ddp"
-
-
-def _advice(trace: StepTrace, timeline: Timeline, layout: _Layout, acc: Accelerator, gpus: int) -> list[str]:
-    """What would make micro-batch 1 fit, tried on the same trace (checkpointing needs a new trace)."""
-    scale = 1 / trace.micro_batch
-    out = []
-
-    def needed(lay: _Layout) -> int:
-        return _device_memory(trace, timeline, lay, scale, acc.gpu).needed
-
-    if layout.strategy != "fsdp" and gpus > 1:
-        lay = _Layout("fsdp", gpus, False, layout.grad_accum)
-        if needed(lay) <= acc.memory_bytes:
-            out.append(f"--parallel fsdp (shards weights, gradients and optimizer state: {_gib(needed(lay))})")
-    if layout.strategy == "fsdp" and not layout.offload:
-        lay = _Layout("fsdp", layout.shards, True, layout.grad_accum)
-        if needed(lay) <= acc.memory_bytes:
-            out.append(f"--offload (FSDP2 CPU offload of the shards: {_gib(needed(lay))} per device)")
-    if trace.checkpointing == "none":
-        out.append("--checkpointing every (keeps only each block's input; plan again with it, and --offload)")
-    for more in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096):
-        n = gpus * more
-        if needed(_Layout("fsdp", n, False, 1)) <= acc.memory_bytes:
-            out.append(f"--gpus {n} with --parallel fsdp (micro-batch 1: --batch {n})")
-            break
-    if not out:
-        out.append("a device with more memory (--gpu)")
-    return out

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
     from .live import Segment
     from .parts import Part
+    from .tensorplan import Collectives
 
 __all__ = ["StepTrace", "Timeline", "UnitShare", "compose", "example_batch", "step_loss", "trace_step"]
 
@@ -94,6 +95,10 @@ class StepTrace:
     """The full model's components and their declared costs (FLOPs, KV cache)."""
     recomputed: list[Part] = field(default_factory=list)
     """The parts that activation checkpointing runs forward a second time, in the backward."""
+    tensor: int = 1
+    """Ranks each block is split over (tensor parallelism): the trace is of rank 0's share of the model."""
+    collectives: Collectives | None = None
+    """What a tensor-parallel group all-reduces per token of a micro-step (None: no tensor parallelism)."""
 
 
 def _autocast_dtype(precision: str) -> Any:
@@ -153,13 +158,17 @@ def trace_step(
     checkpoint_every: int | None = None,
     granularity: int = 1,
     whole: bool = False,
+    tensor: int = 1,
 ) -> StepTrace:
     """Trace one training step of ``recipe``'s model on fake tensors (see the module docstring).
 
-    ``whole`` traces every block instead of one of each kind (slower; to check ``compose``).
+    ``whole`` traces every block instead of one of each kind (slower; to check ``compose``). ``tensor`` > 1: the
+    model one rank holds when each block splits over ``tensor`` ranks (``zoo.analysis.tensorplan``); weights,
+    gradients, optimizer state and activations are then that rank's, ``parameters`` and ``parts`` the whole
+    model's.
 
     Raises:
-        PlanError: a component that cannot run on fake tensors.
+        PlanError: a component that cannot run on fake tensors, or that cannot split over ``tensor`` ranks.
     """
     import torch
 
@@ -178,6 +187,12 @@ def trace_step(
     set_activation_checkpointing(model, checkpointing, checkpoint_every)
     parts = model_parts(model)
     recomputed = [p for p in parts if _recomputed(model, p.path)]
+    parameters = sum(p.numel() for p in _unique(model.parameters()))
+    reduces = None
+    if tensor > 1:  # the rank's share of the model, split as the trainer splits it
+        from .tensorplan import collectives, split_model
+
+        reduces = collectives(split_model(model, tensor), lambda path: _recomputed(model, path))
     params = _unique(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     weights = _param_bytes(params + _unique(model.buffers()), granularity)
@@ -248,7 +263,7 @@ def trace_step(
         granularity=granularity,
         weights=weights,
         optimizer=optimizer_bytes,
-        parameters=sum(p.numel() for p in params),
+        parameters=parameters,
         grad_bytes=grad_bytes,
         block_params=block_params,
         full_blocks=full_blocks,
@@ -260,6 +275,8 @@ def trace_step(
         notes=notes,
         parts=parts,
         recomputed=recomputed,
+        tensor=tensor,
+        collectives=reduces,
     )
     trace.units = _unit_shares(trace)
     return trace

@@ -35,11 +35,16 @@ class StepTime:
     """Bytes each device sends per step (all-reduce, all-gather, reduce-scatter), intra- and inter-node."""
     comm_s: float
     step_s: float
-    """Compute and communication overlapped (DDP's buckets, FSDP2's prefetching): the longer of the two."""
+    """Compute and data-parallel communication overlapped (DDP's buckets, FSDP2's prefetching): the longer of
+    the two; then the tensor-parallel all-reduces, which the next layer waits for."""
     tokens_per_s: float
     tokens: float | None = None
     seconds: float | None = None
     """Time for ``tokens`` tokens."""
+    tensor_comm_bytes: float = 0.0
+    """Bytes each device sends per step in its tensor-parallel group's all-reduces (activations and their
+    gradients, ``zoo.analysis.tensorplan.Collectives``)."""
+    tensor_comm_s: float = 0.0
 
     @property
     def tokens_per_day(self) -> float:
@@ -88,7 +93,9 @@ def _step_time(
     roofline_s = (flops + recompute) / peak
     intra, inter = _comm_bytes(trace, acc, layout, gpus)
     comm_s = intra / acc.link + inter / acc.network
-    step_s = max(compute_s, comm_s)
+    tensor_bytes = _tensor_comm_bytes(trace, layout, gpus, batch)
+    tensor_s = tensor_bytes / (acc.link if layout.tensor <= acc.per_node else acc.network)
+    step_s = max(compute_s, comm_s) + tensor_s
     per_step = batch * seq * layout.grad_accum
     tokens_per_s = per_step / step_s if step_s > 0 else 0.0
     return StepTime(
@@ -104,33 +111,52 @@ def _step_time(
         tokens_per_s=tokens_per_s,
         tokens=tokens,
         seconds=tokens / tokens_per_s if tokens and tokens_per_s else None,
+        tensor_comm_bytes=tensor_bytes,
+        tensor_comm_s=tensor_s,
         _peak=peak,
     )
 
 
 def _comm_bytes(trace: StepTrace, acc: Accelerator, layout: _Layout, gpus: int) -> tuple[float, float]:
-    """(intra-node, inter-node) bytes each device sends per optimizer step, ring collectives.
+    """(intra-node, inter-node) bytes each device sends per optimizer step in data parallelism, ring collectives.
 
     DDP all-reduces the fp32 gradients once per step: 2 (N-1)/N of them. FSDP all-gathers the weights in
     the forward of every micro-step and again in the backward (the root's stay gathered), and
-    reduce-scatters the gradients once: (N-1)/N each. Hybrid: that within a node, plus an all-reduce of the
-    gradient shards across nodes. A ring that spans nodes runs at the network's bandwidth.
+    reduce-scatters the gradients once: (N-1)/N each. Hybrid (or a mesh with replicate > 1): that within a
+    shard group, plus an all-reduce of the gradient shards across the replicas. Under tensor parallelism the
+    bytes are those of the rank's share, over the ``gpus / tensor`` data-parallel peers. A ring that spans nodes
+    runs at the network's bandwidth (a shard group spans nodes when ``shard x tensor`` devices do).
     """
-    if gpus == 1:
+    data = gpus // layout.tensor
+    if data == 1:
         return 0.0, 0.0
     grads, weights = float(trace.grad_bytes), float(trace.weights)
     blocks = float(sum(trace.block_params.values()))
     spans = gpus > acc.per_node
     if layout.strategy == "ddp":
-        volume = 2 * (gpus - 1) / gpus * grads
+        volume = 2 * (data - 1) / data * grads
         return (0.0, volume) if spans else (volume, 0.0)
     n = layout.shards
     share = (n - 1) / n
     volume = share * (weights + blocks) * layout.grad_accum + share * grads
-    if n == gpus:
-        return (0.0, volume) if spans else (volume, 0.0)
-    replicas = gpus // n
-    return volume, 2 * (replicas - 1) / replicas * grads / n
+    shard_spans = n * layout.tensor > acc.per_node
+    sharded = (0.0, volume) if shard_spans else (volume, 0.0)
+    replicas = data // n
+    if replicas == 1:
+        return sharded
+    across = 2 * (replicas - 1) / replicas * grads / n
+    return (sharded[0], sharded[1] + across) if spans else (sharded[0] + across, sharded[1])
+
+
+def _tensor_comm_bytes(trace: StepTrace, layout: _Layout, gpus: int, batch: int) -> float:
+    """Bytes each device sends per optimizer step in its tensor-parallel group: ring all-reduces, 2 (T-1)/T of
+    each, of the activations (4 B in fp32, 2 B in bf16 / fp16) that ``trace.collectives`` counts per token."""
+    c, T = trace.collectives, layout.tensor
+    if c is None or T == 1:
+        return 0.0
+    tokens = batch // (gpus // T) * trace.seq_len
+    element = 4 if trace.precision == "fp32" else 2
+    return 2 * (T - 1) / T * (c.forward + c.backward) * tokens * element * layout.grad_accum
 
 
 def _serving(trace: StepTrace, acc: Accelerator, gpus: int, seq_len: int) -> Serving:

@@ -26,12 +26,6 @@ class Checkpointing(str, Enum):
     attention = "attention"
 
 
-class Parallel(str, Enum):
-    auto = "auto"
-    ddp = "ddp"
-    fsdp = "fsdp"
-
-
 class Sharding(str, Enum):
     full = "full"
     hybrid = "hybrid"
@@ -76,7 +70,12 @@ def plan(
         int | None, typer.Option("--checkpoint-every", help="every_k: checkpoint every k-th block.")
     ] = None,
     parallel: Annotated[
-        Parallel | None, typer.Option("--parallel", help="Several devices: ddp or fsdp; auto as the trainer.")
+        str | None,
+        typer.Option(
+            "--parallel",
+            help="Several devices: ddp or fsdp (auto as the trainer), or a device mesh such as "
+            "replicate=2,shard=2,tensor=2 (any of the three, missing ones 1; their product is --gpus).",
+        ),
     ] = None,
     sharding: Annotated[
         Sharding | None, typer.Option("--sharding", help="fsdp: full, or hybrid (within a node).")
@@ -109,7 +108,7 @@ def plan(
         precision=precision.value if precision else None,
         checkpointing=checkpointing.value if checkpointing else None,
         checkpoint_every=checkpoint_every,
-        parallel=parallel.value if parallel else None,
+        parallel=parallel,
         sharding=sharding.value if sharding else None,
         offload=offload,
         mfu=mfu,
@@ -132,14 +131,18 @@ def _render(p: Any) -> None:
     show = console()
     a = p.accelerator
     layout = {
-        "none": "one device",
+        "none": "one device" if p.gpus == 1 else "no data parallelism",
         "ddp": "DDP",
         "fsdp": f"FSDP2 {p.sharding}" + (", CPU offload" if p.offload else ""),
     }
     ck = p.checkpointing + (f" (k={p.checkpoint_every})" if p.checkpoint_every else "")
+    mesh = ", ".join(f"{k} {v}" for k, v in p.mesh.items())
+    tensor = p.mesh["tensor"]
+    group = f"tensor-parallel group of {tensor} devices" if tensor > 1 else "device"
     show.print(
-        f"[bold]{escape(p.recipe)}[/bold] on {p.gpus} x {a.name} ({escape(a.title)}), {layout[p.strategy]}: batch "
-        f"{p.batch} (micro-batch {p.micro_batch} per device) x {p.seq_len} tokens, {p.precision}, checkpointing {ck}"
+        f"[bold]{escape(p.recipe)}[/bold] on {p.gpus} x {a.name} ({escape(a.title)}), {layout[p.strategy]}, mesh "
+        f"{mesh}: batch {p.batch} (micro-batch {p.micro_batch} per {group}) x {p.seq_len} tokens, {p.precision}, "
+        f"checkpointing {ck}"
     )
     show.print(_memory(p))
     show.print(_units(p))
@@ -157,9 +160,9 @@ def _memory(p: Any) -> Any:
 
     m = p.memory
     t = table(f"Memory per device at micro-batch {p.micro_batch}", "", "bytes", right=("bytes",))
-    sharded = (
-        f", / {p.gpus if p.sharding == 'full' else min(p.gpus, p.accelerator.per_node)}" if p.strategy == "fsdp" else ""
-    )
+    tensor = p.mesh["tensor"]
+    split = f", split / {tensor}" if tensor > 1 else ""
+    sharded = split + (f", / {p.mesh['shard']}" if p.strategy == "fsdp" and p.mesh["shard"] > 1 else "")
     t.add_row(f"weights (fp32{sharded})", size(m.weights))
     if m.gradients == 0:
         grads = "gradients (none yet at the peak: the backward has made none)"
@@ -184,7 +187,8 @@ def _memory(p: Any) -> Any:
     if m.offloaded:
         t.add_row("in CPU memory (offloaded shards)", size(m.offloaded))
     largest = f"{p.max_micro_batch:,}" if p.max_micro_batch else "[bold red]none[/bold red]"
-    t.add_row("largest micro-batch per device that fits", largest)
+    per = "tensor-parallel group" if p.mesh["tensor"] > 1 else "device"
+    t.add_row(f"largest micro-batch per {per} that fits", largest)
     for line in p.advice:
         t.add_row(f"[yellow]try[/yellow] {line}", "")
     return t
@@ -230,9 +234,13 @@ def _time(p: Any) -> Any:
         t.add_row("  + recomputed forward (checkpointing)", short(s.recompute_flops, "FLOP"))
     t.add_row(f"compute at MFU {s.mfu:.0%}", _seconds(s.compute_s))
     t.add_row("roofline (100% of peak)", _seconds(s.roofline_s))
-    if p.gpus > 1:
+    if p.gpus > p.mesh["tensor"]:
         t.add_row(f"communication per device ({p.strategy})", f"{short(s.comm_bytes, 'B')}, {_seconds(s.comm_s)}")
-    t.add_row("step (communication overlapped)", _seconds(s.step_s), style="bold")
+    if p.mesh["tensor"] > 1:
+        tp = f"{short(s.tensor_comm_bytes, 'B')}, {_seconds(s.tensor_comm_s)}"
+        t.add_row(f"tensor-parallel all-reduces per device (tensor {p.mesh['tensor']}, not overlapped)", tp)
+    overlapped = "step (communication overlapped" + (", then tensor-parallel)" if p.mesh["tensor"] > 1 else ")")
+    t.add_row(overlapped, _seconds(s.step_s), style="bold")
     t.add_row("tokens per second / per day", f"{short(s.tokens_per_s)} / {short(s.tokens_per_day)}")
     if s.seconds is not None:
         hours = s.seconds / 3600
