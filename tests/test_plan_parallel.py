@@ -300,3 +300,27 @@ def test_zoo_plan_says_the_mesh_in_its_table_and_json():
     wrong = CliRunner().invoke(app, [*args[:-1], "tensor=2,shard=4"])
     assert wrong.exit_code == 2
     assert "set --gpus 8, or change the mesh to multiply to 4" in " ".join(wrong.output.split())
+
+
+def test_sequence_parallelism_is_taken_and_said_to_be_an_upper_bound():
+    assert parse_parallel("tensor=2,shard=2,sequence=true") == {
+        "replicate": 1,
+        "shard": 2,
+        "tensor": 2,
+        "sequence": True,
+    }
+    with pytest.raises(PlanError, match="sequence=maybe must be true or false"):
+        parse_parallel("tensor=2,sequence=maybe")
+    p = plan(
+        "llama-tiny",
+        gpu="cpu",
+        gpus=4,
+        batch=4,
+        seq_len=32,
+        precision="fp32",
+        parallel="tensor=2,shard=2,sequence=true",
+    )
+    plain = plan("llama-tiny", gpu="cpu", gpus=4, batch=4, seq_len=32, precision="fp32", parallel="tensor=2,shard=2")
+    assert p.mesh["sequence"] is True and "sequence" not in plain.mesh
+    assert p.memory.peak == plain.memory.peak  # not traced: tensor parallelism's figures, an upper bound
+    assert any(note.startswith("sequence parallelism is not traced") for note in p.notes)

@@ -13,7 +13,10 @@ __all__ = ["DIMENSIONS", "mesh_dict", "mesh_flag", "mesh_strategy", "parse_paral
 
 DIMENSIONS = ("replicate", "shard", "tensor")
 NAMES = ("auto", "ddp", "fsdp")
-FORMAT = "auto, ddp, fsdp, or a mesh such as replicate=2,shard=2,tensor=2 (any of the three; missing ones are 1)"
+FORMAT = (
+    "auto, ddp, fsdp, or a mesh such as replicate=2,shard=2,tensor=2 (any of the three; missing ones are 1; "
+    "sequence=true for sequence parallelism)"
+)
 
 
 def parse_parallel(value: str | Mapping[str, Any] | Any) -> str | dict[str, int]:
@@ -39,7 +42,13 @@ def parse_parallel(value: str | Mapping[str, Any] | Any) -> str | dict[str, int]
             if not sep:
                 raise PlanError(f"--parallel {text!r}: {part.strip()!r} is not dimension=size; give {FORMAT}")
             items.append((key.strip(), size.strip()))
-    mesh = dict.fromkeys(DIMENSIONS, 1)
+    mesh: dict[str, Any] = dict.fromkeys(DIMENSIONS, 1)
+    sequence = [v for k, v in items if k == "sequence"]
+    items = [(k, v) for k, v in items if k != "sequence"]
+    if sequence and str(sequence[-1]).strip().lower() not in ("true", "false"):
+        raise PlanError(f"--parallel: sequence={sequence[-1]} must be true or false")
+    if sequence and str(sequence[-1]).strip().lower() == "true":
+        mesh["sequence"] = True
     seen: set[str] = set()
     for key, size in items:
         if key not in DIMENSIONS:
@@ -79,4 +88,5 @@ def mesh_strategy(mesh: Mapping[str, int]) -> str:
 def mesh_flag(mesh: Mapping[str, int]) -> str:
     """``--parallel``'s text for a mesh: the dimensions above 1 (``tensor=8,shard=2``), tensor first."""
     parts = [f"{k}={mesh[k]}" for k in ("tensor", "shard", "replicate") if mesh[k] > 1]
+    parts += ["sequence=true"] if mesh.get("sequence") else []
     return ",".join(parts) or "replicate=1"

@@ -235,7 +235,9 @@ def plan(
     batch = t.batch_size if batch is None else batch
     if batch < 1:
         raise PlanError(f"--batch must be at least 1 (got {batch})")
-    mesh = None if isinstance(t.parallel, str) else t.parallel.model_dump()
+    mesh = None if isinstance(t.parallel, str) else t.parallel.model_dump(exclude={"sequence"})
+    if mesh is not None and t.parallel.sequence:
+        mesh["sequence"] = True
     if mesh is not None and t.parallel.world_size != gpus:
         size = t.parallel.world_size
         raise PlanError(
@@ -335,6 +337,12 @@ def plan(
             f"tensor parallelism over {tensor} devices: traced as one rank's share of the model (its heads, FFN "
             f"width, experts and vocabulary rows / {tensor}, as each component's plan splits them; norms, positions, "
             "routers and the residual stream whole); its all-reduces add to the step time, not overlapped"
+        )
+    if mesh.get("sequence"):
+        notes.append(
+            "sequence parallelism is not traced: the figures are those of tensor parallelism alone, an upper bound "
+            f"(it divides the blocks' norm, dropout and residual activations by {tensor}, and adds an all-gather "
+            "before each attention and FFN)"
         )
     if largest == 0:
         result.advice = _advice(r, trace, timeline, layout, acc, gpus)
