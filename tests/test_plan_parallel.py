@@ -6,19 +6,17 @@ moe-tiny and t5-tiny on four meshes."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
+from fake_ranks import fake_ranks
 
 from zoo.analysis.mesh import mesh_flag, parse_parallel
 from zoo.analysis.plan import get_accelerator, plan
@@ -44,18 +42,6 @@ SETTINGS = {
     "train.checkpoint_interval": 0,
 }
 TOLERANCE = 0.15
-
-
-@contextlib.contextmanager
-def fake_ranks(size: int) -> Iterator[Any]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
-    try:
-        yield init_device_mesh("cpu", (size,))
-    finally:
-        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------- the setting

@@ -4,18 +4,15 @@ llama-tiny, moe-tiny and t5-tiny trained on three meshes following the single-pr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
+from fake_ranks import fake_ranks
 
 from zoo.builder import build
 from zoo.errors import RecipeError, TrainError
@@ -46,20 +43,6 @@ MESHES = {
 }
 SEQUENCE = {"tensor": 2, "shard": 2, "sequence": True}
 """Sequence parallelism too, for the decoders (t5-tiny's targets, 11 positions with [eos], do not split in two)."""
-
-
-@contextlib.contextmanager
-def fake_ranks(size: int) -> Iterator[Any]:
-    """A 1-D mesh of ``size`` ranks in this one process (torch's fake process group: collectives do nothing), on
-    which plans split real modules."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
-    try:
-        yield init_device_mesh("cpu", (size,))
-    finally:
-        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------- the mesh setting

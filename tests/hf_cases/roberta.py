@@ -111,3 +111,19 @@ PUBLISHED = {
         },
     ),
 }
+
+
+def renamed(family: str, prefix: str, recipe: str, config: str, vocab_size: int, **published: object) -> tuple:
+    """RoBERTa's cases and published config under another family's model_type and class prefix (XLM-RoBERTa,
+    CamemBERT: the same network): ``(CASES, PUBLISHED)``."""
+    cases = {
+        name.replace("roberta", family, 1): {
+            **case,
+            "family": family,
+            "hf_class": case["hf_class"].replace("Roberta", prefix, 1),
+        }
+        for name, case in CASES.items()
+    }
+    _, base = PUBLISHED["roberta-base"]
+    config_json = {**base, "architectures": [f"{prefix}ForMaskedLM"], "model_type": family, "vocab_size": vocab_size}
+    return cases, {recipe: (config, {**config_json, **published})}

@@ -21,7 +21,21 @@ def _summed(weight: torch.Tensor | None, group: Any) -> torch.Tensor | None:
     return weight if weight is None or group is None else copy_to_ranks(weight, group)
 
 
-class LayerNorm(nn.Module):
+class _Splittable:
+    """What both norms do under tensor parallelism (``zoo.tensor_parallel``)."""
+
+    gradient_group: Any = None
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Every rank holds the whole norm and normalises the whole (replicated) activations."""
+
+    def sum_gradients_over(self, group: Any) -> None:
+        """This norm sees a part of the activations on each rank of ``group`` (a per-head q/k norm of split heads, a
+        block's norm under sequence parallelism), so its weights' gradients are summed over the ranks."""
+        self.gradient_group = group
+
+
+class LayerNorm(_Splittable, nn.Module):
     """Layer normalisation: subtract the mean, divide by the standard deviation, scale and shift."""
 
     def __init__(
@@ -40,23 +54,13 @@ class LayerNorm(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.ones(d_model, **factory)) if affine else None
         self.bias = nn.Parameter(torch.zeros(d_model, **factory)) if affine and bias else None
-        self.gradient_group: Any = None  # see ``sum_gradients_over``
-
-    def shard_tensor(self, mesh: Any) -> None:
-        """Tensor parallelism (``zoo.tensor_parallel``): every rank holds the whole norm and normalises the whole
-        (replicated) activations."""
-
-    def sum_gradients_over(self, group: Any) -> None:
-        """Tensor parallelism: this norm sees a part of the features on each rank of ``group`` (a per-head q/k norm
-        of split heads), so its weights' gradients are summed over the ranks."""
-        self.gradient_group = group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight, bias = _summed(self.weight, self.gradient_group), _summed(self.bias, self.gradient_group)
         return F.layer_norm(x, self.shape, weight, bias, self.eps)
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(_Splittable, nn.Module):
     """Root-mean-square normalisation: divide by the RMS of the features, then scale (no mean, no shift).
 
     With ``offset`` the scale is ``offset + weight`` (Gemma stores its RMSNorm weight as ``w`` for a scale of
@@ -80,16 +84,6 @@ class RMSNorm(nn.Module):
         self.offset = offset
         start = torch.full((d_model,), 1.0 - offset, device=device, dtype=dtype)
         self.weight = nn.Parameter(start) if affine else None
-        self.gradient_group: Any = None  # see ``sum_gradients_over``
-
-    def shard_tensor(self, mesh: Any) -> None:
-        """Tensor parallelism (``zoo.tensor_parallel``): every rank holds the whole norm and normalises the whole
-        (replicated) activations."""
-
-    def sum_gradients_over(self, group: Any) -> None:
-        """Tensor parallelism: this norm sees a part of the features on each rank of ``group`` (a per-head q/k norm
-        of split heads), so its weights' gradients are summed over the ranks."""
-        self.gradient_group = group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Normalise in float32: the mean of squares under-/overflows in half precision.

@@ -1,4 +1,5 @@
-"""RoBERTa (``RobertaModel``, ``ForMaskedLM``, ``ForSequenceClassification``, ``ForTokenClassification``): BERT's
+"""RoBERTa (``RobertaModel``, ``ForMaskedLM``, ``ForSequenceClassification``, ``ForTokenClassification``), and
+the same network under XLM-RoBERTa's and CamemBERT's names (``renamed_roberta``): BERT's
 network with fairseq's positions (``past_pad``: a table of ``max_position_embeddings`` rows holds
 ``max_position_embeddings - pad_token_id - 1`` positions, ``max_len``; roberta-base: 514 rows, 512 positions) and its
 own head names. Its ``lm_head`` always applies the exact GELU; its sequence classifier pools the first token."""
@@ -11,6 +12,7 @@ from zoo.errors import HFImportError
 
 from ._common import rename
 from .bert import BERT, fits_head
+from .mapping import Family
 from .rows_classic import CLASSIFIERS, bert_body, bert_classes, by_head, encoder_heads, mlm_rules, no_spares, past_pad
 
 HEADS = bert_classes("Roberta")
@@ -73,3 +75,26 @@ ROBERTA = BERT.derive(
     ),
     defaults={"vocab_size": 50265, "pad_token_id": 1},
 )
+
+
+def renamed_roberta(model_type: str, prefix: str, recipes: tuple[str, ...], vocab_size: int) -> Family:
+    """A family that is RoBERTa's network and weight names (``roberta.``, ``lm_head.``) under another ``model_type``
+    and class ``prefix``; ``vocab_size``: its config class's default. Defined here, after RoBERTa, so that a recipe
+    that names no ``hf_family`` exports as RoBERTa (the first family it fits)."""
+    heads = bert_classes(prefix)
+    classes = by_head(heads)
+    return ROBERTA.derive(
+        model_type,
+        classes=tuple(heads),
+        recipes=recipes,
+        hf_class=lambda recipe: classes[recipe.head.type],
+        rows=(encoder_heads(heads, "lm_head.decoder.bias", roberta_head),),  # RoBERTa's heads, under these classes
+        base_class=f"{prefix}Model",
+        defaults={"vocab_size": vocab_size},
+    )
+
+
+# XLM-RoBERTa (xlm-roberta-base: a 250,002-token SentencePiece vocabulary over 100 languages, 278M parameters) and
+# CamemBERT (camembert-base: 32,005 French tokens, 110M): their config classes default to BERT's 30,522 tokens.
+XLM_ROBERTA = renamed_roberta("xlm-roberta", "XLMRoberta", ("xlm-roberta-base",), vocab_size=30522)
+CAMEMBERT = renamed_roberta("camembert", "Camembert", ("camembert-base",), vocab_size=30522)
