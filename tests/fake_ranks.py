@@ -9,14 +9,15 @@ from typing import Any
 
 import torch.distributed as dist
 
+from zoo import compat
+
 
 @contextlib.contextmanager
 def fake_ranks(size: int) -> Iterator[Any]:
     """A 1-D mesh of ``size`` ranks, this process rank 0; the process group ends with the block."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
+    dist.init_process_group("fake", store=compat.fake_store(), rank=0, world_size=size)
     try:
         yield init_device_mesh("cpu", (size,))
     finally:

@@ -144,9 +144,8 @@ def test_a_dcp_folder_is_read_whole_without_a_process_group(tmp_path):
 def test_a_mesh_flattens_into_one_dimension():
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    dist.init_process_group("fake", store=compat.fake_store(), rank=0, world_size=4)
     try:
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("a", "b"))
         flat = compat.flatten_mesh(mesh, "ab")

@@ -30,6 +30,7 @@ __all__ = [
     "defer_dynamo_imports",
     "disabled_torch_function_impl",
     "dynamo_disabled",
+    "fake_store",
     "foreach_add_",
     "flatten_mesh",
     "fused_adamw_",
@@ -136,6 +137,15 @@ def dcp_set_element(state: dict[str, Any], path: tuple, value: Any) -> None:
     from torch.distributed.checkpoint._traverse import set_element
 
     set_element(state, path, value)
+
+
+def fake_store() -> Any:
+    """The store of torch's ``fake`` process group backend, whose collectives send nothing
+    (``torch.testing._internal.distributed.fake_pg.FakeStore``, torch >= 2.2): a mesh of several ranks in one
+    process, on which the components' tensor-parallel plans split a model for ``zoo plan``."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    return FakeStore()
 
 
 def flatten_mesh(mesh: Any, name: str) -> Any:

@@ -16,7 +16,7 @@ output of a row-wise projection and its sum are both alive for a moment) and the
 lookup; both are temporaries of one layer, small beside what a step keeps. Against torch's ``FSDPMemTracker`` on
 the trainer's own step (gloo, 4 CPU processes, ``tests/test_plan_parallel.py``), the per-rank peak of gpt-, llama-,
 moe- and t5-tiny on tensor 2 x shard 2 and replicate 2 x tensor 2 comes within 0.99-1.09 of the measured one.
-The fake process group is torch's test backend (``torch.testing._internal.distributed.fake_pg``); a process
+The fake process group is torch's test backend (``zoo.compat.fake_store``); a process
 that already belongs to a process group cannot plan tensor parallelism (``PlanError``).
 
 ``Collectives`` counts what the group all-reduces per token of each micro-step: forward, the output (E wide) of
@@ -63,14 +63,15 @@ def _fake_group(size: int) -> Iterator[Any]:
     """A 1-D mesh of ``size`` ranks in this process, on torch's fake process group (collectives do nothing)."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from zoo.compat import fake_store
 
     if dist.is_initialized():
         raise PlanError(
             f"planning tensor parallelism (tensor {size}) splits the model over a process group of its own, and this "
             "process already belongs to one: plan outside torchrun"
         )
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
+    dist.init_process_group("fake", store=fake_store(), rank=0, world_size=size)
     try:
         yield init_device_mesh("cpu", (size,))
     finally:
