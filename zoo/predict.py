@@ -38,12 +38,14 @@ from zoo.errors import CheckpointError, PredictError
 from zoo.limits import check_int
 from zoo.locate import ModelFolder, locate
 
-__all__ = ["MASK_MARKER", "Candidate", "Prediction", "Predictions", "predict"]
+__all__ = ["MASK_MARKER", "POOLINGS", "Candidate", "Embeddings", "Prediction", "Predictions", "embed", "predict"]
 
 MASK_MARKER = "[MASK]"
 """Where a masked LM is to fill in a token: each occurrence in an input text is one masked token."""
 DEFAULT_TOP_K = 5
 TASKS = ("text-classification", "fill-mask", "image-classification")
+POOLINGS = ("mean", "cls", "last")
+"""How ``embed`` makes one vector of a text's hidden states: their mean, the first ([CLS]) one, or the last one."""
 """What ``predict`` does, named as Hugging Face's pipelines name it."""
 
 
@@ -140,6 +142,98 @@ def predict(
         Prediction(item, _top(probs, limit, label), mask, truncated) for item, probs, label, mask, truncated in found
     )
     return Predictions(task, str(folder.given), tuple(notes), predictions)
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """One vector per text (``embed``), for the CLI to render or print as JSON."""
+
+    model: str
+    pooling: str
+    normalized: bool
+    notes: tuple[str, ...]
+    inputs: tuple[str, ...]
+    vectors: tuple[tuple[float, ...], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "task": "feature-extraction",
+            "pooling": self.pooling,
+            "normalized": self.normalized,
+            "notes": list(self.notes),
+            "embeddings": [{"input": t, "vector": list(v)} for t, v in zip(self.inputs, self.vectors, strict=True)],
+        }
+
+
+@torch.no_grad()
+def embed(
+    path: str | Path,
+    texts: Sequence[str],
+    *,
+    pooling: str | None = None,
+    normalize: bool | None = None,
+    device: str | torch.device | None = None,
+) -> Embeddings:
+    """A vector per text: the model's last hidden states pooled (``POOLINGS``), as sentence-transformers pools them.
+
+    By default the folder's sentence-transformers files say how (``1_Pooling/config.json``, and a ``Normalize``
+    module in ``modules.json``); without them an encoder's hidden states are averaged and a decoder's last one is
+    taken, unnormalized (said in the notes). Each text is read alone, with the tokenizer's own specials and cut to
+    the position table, so the mean is over its tokens exactly.
+
+    Raises:
+        PredictError: an unknown pooling, no texts, a model that is not a text encoder or decoder, no tokenizer.
+    """
+    if pooling is not None and pooling not in POOLINGS:
+        raise PredictError(f"pooling {pooling!r}: choose {', '.join(POOLINGS)}")
+    if not texts:
+        raise PredictError("no inputs: give one or more texts to embed")
+    from zoo.checkpoint import load
+    from zoo.recipe import position_limit
+
+    folder = locate(path)
+    model = load(path, device=device).eval()
+    arch = model.recipe.architecture
+    if arch not in ("encoder", "decoder"):
+        raise PredictError(f"{folder.given} holds a {arch} model: zoo predict --embed reads a text encoder or decoder")
+    notes = [folder.note] if folder.note else []
+    declared_pooling, declared_normalize = _sentence_transformers(_hf_files(folder))
+    if pooling is None:
+        pooling = declared_pooling or ("mean" if arch == "encoder" else "last")
+        if declared_pooling is None:
+            notes.append(f"no sentence-transformers pooling config: {pooling} pooling (--pooling to choose)")
+    normalize = declared_normalize if normalize is None else normalize
+    text = _text_tokenizer(folder, model.recipe, notes)
+    vectors = []
+    for item in texts:
+        ids, _ = text.classify_ids(item, position_limit(model.recipe))
+        h = model(torch.tensor([ids], device=_device(model))).hidden_states[0].float()  # (L, E)
+        v = h.mean(dim=0) if pooling == "mean" else h[0] if pooling == "cls" else h[-1]
+        if normalize:
+            v = torch.nn.functional.normalize(v, dim=0)
+        vectors.append(tuple(v.cpu().tolist()))
+    return Embeddings(str(folder.given), pooling, normalize, tuple(notes), tuple(texts), tuple(vectors))
+
+
+def _sentence_transformers(files: Path) -> tuple[str | None, bool]:
+    """The pooling (None: not said) and normalization a sentence-transformers folder declares."""
+    config = _json(files / "1_Pooling" / "config.json")
+    modes = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last"}
+    chosen = [name for key, name in modes.items() if config.get(key)]
+    if len(chosen) > 1 or any(config.get(k) for k in config if k.startswith("pooling_mode_") and k not in modes):
+        raise PredictError(
+            f"{files / '1_Pooling' / 'config.json'} pools with {', '.join(k for k in config if config.get(k))}: "
+            f"zoo embeds with one of {', '.join(POOLINGS)}; give --pooling"
+        )
+    try:
+        modules = json.loads((files / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        modules = []
+    normalize = isinstance(modules, list) and any(
+        isinstance(m, dict) and str(m.get("type", "")).endswith(".Normalize") for m in modules
+    )
+    return (chosen[0] if chosen else None), normalize
 
 
 def _task(recipe: Any, given: Path) -> str:

@@ -29,14 +29,32 @@ def predict(
         int | None, typer.Option("--top-k", help="Labels per input (default 5, at most the number of labels).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON.")] = False,
+    embed: Annotated[
+        bool,
+        typer.Option("--embed", help="A vector per text instead of labels: the last hidden states, pooled."),
+    ] = False,
+    pooling: Annotated[
+        str | None,
+        typer.Option(
+            "--pooling", help="--embed: mean, cls or last (default: the folder's sentence-transformers config)."
+        ),
+    ] = None,
+    normalize: Annotated[
+        bool | None,
+        typer.Option("--normalize/--no-normalize", help="--embed: unit length (default: as the folder says)."),
+    ] = None,
 ) -> None:
-    """Label texts or images with a trained classifier, masked LM or ViT: top-k labels with probabilities."""
+    """Label texts or images with a trained classifier, masked LM or ViT: top-k labels with probabilities; or, with
+    --embed, a sentence encoder's vector of each text."""
     from rich.markup import escape
 
     from zoo.predict import predict as run_predict
 
     from .render import console, table
 
+    if embed:
+        _embed(model, inputs, pooling, normalize, as_json)
+        return
     result = run_predict(model, inputs, top_k=top_k)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
@@ -53,6 +71,28 @@ def predict(
         show.print(t)
         if p.truncated:
             show.print("  [dim]note:[/dim] the text is longer than the model's positions: its end was left out")
+
+
+def _embed(model: Path, inputs: list[str], pooling: str | None, normalize: bool | None, as_json: bool) -> None:
+    from rich.markup import escape
+
+    from zoo.predict import embed
+
+    from .render import console
+
+    result = embed(model, inputs, pooling=pooling, normalize=normalize)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return
+    show = console()
+    for note in result.notes:
+        show.print(f"[dim]note:[/dim] {escape(note)}")
+    scaled = ", unit length" if result.normalized else ""
+    for item, vector in zip(result.inputs, result.vectors, strict=True):
+        norm = sum(x * x for x in vector) ** 0.5
+        head = ", ".join(f"{x:.4f}" for x in vector[:6])
+        show.print(f"[bold]{escape(item)}[/bold]  [dim]({len(vector)} dims, {result.pooling} pooling{scaled})[/dim]")
+        show.print(f"  [{head}, ...]  norm {norm:.4f}")
 
 
 def register(app: typer.Typer) -> None:
