@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,18 +50,15 @@ def predict(
 
     from zoo.predict import predict as run_predict
 
-    from .render import console, table
+    from .render import table
 
     if embed:
         _embed(model, inputs, pooling, normalize, as_json)
         return
     result = run_predict(model, inputs, top_k=top_k)
-    if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    show = _json_or_notes(result, as_json)
+    if show is None:
         return
-    show = console()
-    for note in result.notes:
-        show.print(f"[dim]note:[/dim] {escape(note)}")
     for p in result.predictions:
         which = "" if p.mask is None else f"  [dim](mask {p.mask + 1})[/dim]"
         show.print(f"[bold]{escape(p.input)}[/bold]{which}")
@@ -73,20 +70,30 @@ def predict(
             show.print("  [dim]note:[/dim] the text is longer than the model's positions: its end was left out")
 
 
+def _json_or_notes(result: Any, as_json: bool) -> Any:
+    """Print ``result`` as JSON (then None), or its notes, and return the console for the rest."""
+    from rich.markup import escape
+
+    from .render import console
+
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return None
+    show = console()
+    for note in result.notes:
+        show.print(f"[dim]note:[/dim] {escape(note)}")
+    return show
+
+
 def _embed(model: Path, inputs: list[str], pooling: str | None, normalize: bool | None, as_json: bool) -> None:
     from rich.markup import escape
 
     from zoo.predict import embed
 
-    from .render import console
-
     result = embed(model, inputs, pooling=pooling, normalize=normalize)
-    if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    show = _json_or_notes(result, as_json)
+    if show is None:
         return
-    show = console()
-    for note in result.notes:
-        show.print(f"[dim]note:[/dim] {escape(note)}")
     scaled = ", unit length" if result.normalized else ""
     for item, vector in zip(result.inputs, result.vectors, strict=True):
         norm = sum(x * x for x in vector) ** 0.5
