@@ -71,9 +71,8 @@ def measure(recipe: str, overrides: dict, mesh: dict | None, steps: int, device:
         if dist.is_initialized():
             dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
         rank = dist.get_rank() if dist.is_initialized() else 0
-        params = sum(p.numel() for p in trainer.model.parameters())  # this rank's part under tensor parallelism
         trainer.close()
-    return {"seconds": float(seconds), "params": params} if rank == 0 else None
+    return {"seconds": float(seconds)} if rank == 0 else None
 
 
 def main() -> None:

@@ -288,6 +288,24 @@ def sharded_reader(directory: Path) -> Any:
     return IndexReader(str(directory))
 
 
+def read_index(directory: Path, reader: Any = None) -> Any:
+    """The DCP index (``.metadata``) of a sharded checkpoint, read by ``reader`` (default: ``sharded_reader``).
+
+    Raises:
+        CheckpointError: an index that cannot be read, or names code other than an index's classes.
+    """
+    try:
+        return (reader or sharded_reader(directory)).read_metadata()
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an unpickling error has many types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(
+            f"{directory / SHARDED_METADATA} cannot be read ({type(exc).__name__}: {first}): the checkpoint is "
+            "damaged; use an earlier checkpoint folder"
+        ) from None
+
+
 def read_sharded(directory: Path, prefix: str, *, verify: bool = True) -> dict[str, Any]:
     """The state saved under ``prefix`` (``model``, ``optimizer``) in a sharded checkpoint, read whole into this
     process (CPU tensors) without a process group; its files are checked against their checksums first."""
@@ -296,15 +314,7 @@ def read_sharded(directory: Path, prefix: str, *, verify: bool = True) -> dict[s
     if verify:
         verify_sharded(directory)
     reader = sharded_reader(directory)
-    try:
-        reader.read_metadata()  # a crafted index is refused here, by name (DCP would wrap the error)
-    except CheckpointError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - an unpickling error has many types
-        raise CheckpointError(
-            f"{directory / SHARDED_METADATA} cannot be read ({type(exc).__name__}: {exc}): the checkpoint is damaged; "
-            "use an earlier checkpoint folder"
-        ) from None
+    read_index(directory, reader)  # a crafted index is refused here, by name (DCP would wrap the error)
     state: dict[str, Any] = {}
     try:
         dcp_read_keys(state, reader, {prefix})

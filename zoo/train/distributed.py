@@ -124,11 +124,6 @@ class Layout:
         return f"{{replicate: {self.replicate}, shard: {self.shard}, tensor: {self.tensor}}}"
 
 
-def choose_strategy(model: nn.Module, env: Distributed, parallel: Any) -> str:
-    """The data-parallel wrapper of ``train.parallel`` as a name (``choose_layout`` has the whole layout)."""
-    return choose_layout(model, env, parallel).strategy
-
-
 def choose_layout(model: nn.Module, env: Distributed, parallel: Any, *, sharding: str = "full") -> Layout:
     """The layout of ``train.parallel``: ``auto``, ``ddp``, ``fsdp`` (``sharding`` full or hybrid), or a mesh
     ``{replicate, shard, tensor}`` whose product must be the number of processes torchrun started.
@@ -200,12 +195,11 @@ def device_mesh(env: Distributed, layout: Layout) -> Any:
 def wrap(
     model: nn.Module,
     env: Distributed,
-    layout: Layout | str,
+    layout: Layout,
     *,
     mesh: Any = None,
     offload: bool = False,
     param_dtype: torch.dtype | None = None,
-    sharding: str = "full",
 ) -> nn.Module:
     """The model as the training step calls it: itself, DDP around it, or sharded in place by FSDP2.
 
@@ -214,10 +208,8 @@ def wrap(
     parameters becoming 2-D (data x tensor) DTensors. ``offload`` keeps the shards (weights, gradients, optimizer
     state) in CPU memory (``CPUOffloadPolicy``). ``param_dtype`` (bf16 / fp16; None: fp32): FSDP2 gathers the
     weights in it and reduce-scatters gradients in fp32 (``mixed_precision``), in place of autocast, which the
-    trainer then leaves off. (A strategy name with ``sharding``: the layout ``choose_layout`` makes of it.)
+    trainer then leaves off.
     """
-    if isinstance(layout, str):
-        layout = choose_layout(model, env, layout, sharding=sharding)
     if layout.strategy == "none":
         return model
     if layout.strategy == "ddp":

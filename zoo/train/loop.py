@@ -71,7 +71,7 @@ from .optim import autocast, autocast_dtype, lr_factor, parameter_groups
 from .progress import Reporting
 from .resume import Checkpointing
 from .rundir import RUNS_DIR, Start, check_run_name, default_run_dir
-from .tensor import WholeLogits, clip_grad_norm, loss_context, place, whole
+from .tensor import WholeLogits, clip_grad_norm, loss_context, place
 from .tokenizing import Tokenizing
 from .transfer import Transfer, init_from_folder
 
@@ -365,7 +365,7 @@ class Trainer(Checkpointing, Interruptible, Reporting, Tokenizing):
                 with self._autocast():
                     loss = self.objective.loss(self.step_model, batch) * weight
                 self.scaler.scale(loss / config.grad_accum).backward()
-            total += whole(loss.detach()).float()
+            total += loss.detach().float()
         norm = None
         if config.clip_grad is not None:
             self.scaler.unscale_(self.optimizer)

@@ -105,8 +105,8 @@ class Objective:
         return len(next(iter(batch.values())))
 
     def averaged_over(self, batch: Batch) -> int | None:
-        """How many positions the loss of ``batch`` is a mean over, where that varies from batch to batch (the
-        labels that are not -100); None where every batch of a size counts alike. Data-parallel ranks weight
+        """How many positions the loss of ``batch`` is a mean over: its per-token labels (or targets) that are not
+        -100; None where the loss is a mean over examples (per-example labels, images). Data-parallel ranks weight
         their losses by it, so that together they average over the whole batch as one process does."""
         labels = batch.get("labels", batch.get("targets"))  # per token (2-D), -100 where nothing is predicted
         return None if labels is None or labels.dim() < 2 else int((labels != -100).sum())

@@ -35,7 +35,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.checkpoint import SHARD_SUFFIX, SHARDED_METADATA, is_sharded, read_sharded, sharded_reader, verify_sharded
+from zoo.checkpoint import (
+    SHARD_SUFFIX,
+    SHARDED_METADATA,
+    is_sharded,
+    read_index,
+    read_sharded,
+    sharded_reader,
+    verify_sharded,
+)
 from zoo.compat import dcp_read_keys, dcp_set_element
 from zoo.errors import CheckpointError
 from zoo.files import WEIGHTS_FILE, nonfinite_tensors, read_json
@@ -127,7 +135,7 @@ def write_shards(state: dict[str, Any], tmp: Path, env: dist.Distributed) -> Non
     problem = None
     if env.is_main:  # rank 0 records the checksums: it must see every rank's files
         try:
-            named = {getattr(i, "relative_path", None) for i in (_metadata(tmp).storage_data or {}).values()}
+            named = {getattr(i, "relative_path", None) for i in (read_index(tmp).storage_data or {}).values()}
         except CheckpointError as exc:
             problem, named = str(exc), set()
         missing = sorted(n for n in named - {None} if not (tmp / n).is_file())
@@ -154,18 +162,6 @@ def verify(checkpoint: Path, env: dist.Distributed) -> None:
         raise CheckpointError(found[0])
 
 
-def _metadata(checkpoint: Path) -> Any:
-    try:
-        return sharded_reader(checkpoint).read_metadata()
-    except CheckpointError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - an unpickling error has many types
-        raise CheckpointError(
-            f"{checkpoint / SHARDED_METADATA} cannot be read ({type(exc).__name__}: {_first_line(exc)}): the "
-            "checkpoint is damaged; use an earlier checkpoint folder"
-        ) from None
-
-
 def _aliases(checkpoint: Path) -> dict[str, str]:
     aliases = read_json(checkpoint / RUN_FILE, folder=checkpoint).get("aliases", {})
     return aliases if isinstance(aliases, dict) else {}
@@ -176,7 +172,7 @@ def model_outline(checkpoint: Path) -> dict[str, torch.Tensor]:
     aliases included: what the resume checks compare with the new model before any shard is read."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    metadata = _metadata(checkpoint)
+    metadata = read_index(checkpoint)
     outline = {}
     for key, item in metadata.state_dict_metadata.items():
         path = metadata.planner_data.get(key, ())
@@ -196,7 +192,7 @@ def optimizer_outline(checkpoint: Path, *, verify: bool = True) -> dict[str, Any
 
     if verify:
         verify_sharded(checkpoint)
-    metadata = _metadata(checkpoint)
+    metadata = read_index(checkpoint)
     small, moments = set(), {}
     for key, item in metadata.state_dict_metadata.items():
         path = metadata.planner_data.get(key, ())

@@ -125,6 +125,7 @@ def split_sequence(model: nn.Module, mesh: Any) -> None:
                 raise TrainError(f"{where}: block {i}'s FFN is a recurrent mixer; it cannot split the sequence")
             for name, child in block.named_children():
                 if name in ("attention", "cross_attention", "ffn"):
+                    child.sequence_group = group
                     child.register_forward_pre_hook(_gather_input)
                     child.register_forward_hook(_own_chunk_of_output)
                 elif any(True for _ in child.parameters()):
@@ -134,10 +135,6 @@ def split_sequence(model: nn.Module, mesh: Any) -> None:
                             "of the sequence; only norms (sum_gradients_over) can: drop sequence: true"
                         )
                     child.sum_gradients_over(group)
-            for hooked in ("attention", "cross_attention", "ffn"):
-                module = getattr(block, hooked, None)
-                if module is not None:
-                    module.sequence_group = group
         stack.blocks[0].register_forward_pre_hook(_own_chunk_of_input)
         stack.blocks[-1].register_forward_hook(_gather_output)
         stack.blocks[0].sequence_group = stack.blocks[-1].sequence_group = group
@@ -222,14 +219,10 @@ def loss_context(tensor: int) -> contextlib.AbstractContextManager:
     return loss_parallel()
 
 
-def whole(t: torch.Tensor) -> torch.Tensor:
-    """A ``DTensor`` (a loss under ``loss_parallel``) as the plain tensor it stands for; others as they are."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
-
-
 class WholeLogits(nn.Module):
     """A split model whose outputs carry whole logits (gathered from the vocabulary-split ``DTensor``), for the
-    metrics of evaluation (accuracy, exact match) that read them."""
+    metrics of evaluation (accuracy, exact match) that read them. (Losses are plain tensors already: see
+    ``zoo.components.heads.base.cross_entropy``.)"""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -237,10 +230,8 @@ class WholeLogits(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         out = self.model(*args, **kwargs)
-        for name in ("logits", "loss"):
-            value = getattr(out, name, None)
-            if value is not None:
-                setattr(out, name, whole(value))
+        if hasattr(out.logits, "full_tensor"):
+            out.logits = out.logits.full_tensor()
         return out
 
 
