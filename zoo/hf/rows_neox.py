@@ -7,9 +7,10 @@ weight rows of their modules, a fused ``query_key_value`` among them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+
+from zoo.errors import HFImportError
 
 from ._common import grouped_qkv
 from .gpt2 import QKV_BIASES, QKV_WEIGHTS
@@ -152,35 +153,40 @@ def one_bias(key: str, default: bool, family: str) -> tuple[Row, ...]:
     )
 
 
-def qk_layernorm(
-    default: bool,
-    fits: Callable[[Any], bool],
-    needs: str,
-    paths: tuple[str, ...] = (),
-    check: Callable[[dict[str, Any]], None] | None = None,
-) -> Computed:
+def qk_layernorm(default: bool, *, family: str | None = None) -> Computed:
     """``qk_layernorm``: a LayerNorm (of ``layer_norm_eps``) over each head's queries and keys, zoo's ``qk_norm``,
-    or none (Persimmon's, Phi's). To export, a recipe's qk_norm is none, or its own norm where ``fits(recipe)``
-    (``needs`` says so in the refusal); ``paths``: other fields the row sets; ``check``: refuses a config whose
-    norms transformers cannot build."""
+    or none (Persimmon's, Phi's). To export, a recipe's qk_norm is none or its own norm. With ``family``, the config
+    may give a ``head_dim`` but the norms are hidden_size / heads wide (Phi's): heads of another width are refused,
+    as transformers cannot build them."""
+
+    def whole_heads(recipe: Any) -> bool:
+        return (
+            family is None
+            or recipe.attention.head_dim_for(recipe.d_model) * recipe.attention.num_heads == recipe.d_model
+        )
 
     def same_norm(recipe: Any) -> str | None:
         qk_norm = recipe.attention.qk_norm
-        if qk_norm is None or (qk_norm == recipe.norm and fits(recipe)):
+        if qk_norm is None or (qk_norm == recipe.norm and whole_heads(recipe)):
             return None
-        return f"attention.qk_norm is {qk_norm.model_dump()}, needs {needs}"
+        heads = " over heads of d_model / num_heads" if family else ""
+        return f"attention.qk_norm is {qk_norm.model_dump()}, needs the recipe's norm{heads}, or none"
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         if not config["qk_layernorm"]:
             return {}
-        if check is not None:
-            check(config)
+        implied = config["hidden_size"] // config["num_attention_heads"]
+        if family is not None and (config["head_dim"] or implied) != implied:
+            raise HFImportError(
+                f"qk_layernorm with head_dim={config['head_dim']} is not supported: {family}'s query/key norms are "
+                f"hidden_size / heads = {implied} wide (transformers fails too)"
+            )
         return {"attention.qk_norm": {"type": "layernorm", "eps": config["layer_norm_eps"]}}
 
     return Computed(
         "qk_layernorm",
         keys={"qk_layernorm": default},
-        paths=("attention.qk_norm", *paths),
+        paths=("attention.qk_norm",),
         read=read,
         write=lambda recipe, weights: {"qk_layernorm": recipe.attention.qk_norm is not None},
         requires={"attention.qk_norm": same_norm},
