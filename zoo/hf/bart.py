@@ -86,6 +86,13 @@ SHARED_TABLE_WHY = (
 )
 
 
+def shared_table(family: str = "BART") -> Refused:
+    """``tie_word_embeddings: false`` refused: zoo's encoder-decoder shares one token table (BART's, M2M-100's)."""
+    return Refused(
+        "tie_word_embeddings", lambda v: v is not False, SHARED_TABLE_WHY.replace("BART", family), export=True
+    )
+
+
 def same_stacks(config: dict[str, Any], family: str) -> None:
     """Refuse, by name, encoder and decoder blocks of different widths or heads (zoo's blocks are alike).
 
@@ -230,7 +237,7 @@ BART = family(
             write=lambda recipe, weights: {},
             checkpoint=True,
         ),
-        Refused("tie_word_embeddings", lambda v: v is not False, SHARED_TABLE_WHY, export=True),
+        shared_table(),
         Refused(
             "is_decoder",
             lambda v: not v,

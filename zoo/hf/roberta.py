@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.errors import HFImportError
-
 from ._common import rename
 from .bert import BERT, fits_head
 from .mapping import Family
@@ -17,20 +15,6 @@ from .rows_classic import CLASSIFIERS, bert_body, bert_classes, by_head, encoder
 
 HEADS = bert_classes("Roberta")
 CLASSES = by_head(HEADS)
-
-
-def positions(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    """The positions of a table of ``max_position_embeddings`` rows numbered from ``pad_token_id``, and ``max_len``;
-    refused without a pad id (RoBERTa numbers positions from it) or with a table too short to hold a position."""
-    pad, rows = config["pad_token_id"], config["max_position_embeddings"]
-    if pad is None or pad < 0:
-        raise HFImportError(f"pad_token_id={pad!r}: RoBERTa numbers its positions from the pad id; it needs one")
-    if rows <= pad + 1:
-        raise HFImportError(
-            f"max_position_embeddings={rows} with pad_token_id={pad}: the table holds no position (positions start "
-            f"at row pad_token_id + 1)"
-        )
-    return {"positional.offset": pad + 1, "positional.padding_idx": pad, "max_len": rows - pad - 1}
 
 
 def roberta_head(recipe: Any) -> str | None:
@@ -66,12 +50,7 @@ ROBERTA = BERT.derive(
     drop=("max_position_embeddings",),
     rows=(
         encoder_heads(HEADS, "lm_head.decoder.bias", roberta_head),
-        past_pad(
-            "RoBERTa",
-            positions,
-            lambda recipe, weights: {"max_position_embeddings": recipe.max_len + recipe.positional.offset},
-            max_position_embeddings=512,
-        ),
+        past_pad("RoBERTa", max_position_embeddings=512),
     ),
     defaults={"vocab_size": 50265, "pad_token_id": 1},
 )

@@ -85,10 +85,32 @@ BIASED = biases(True)
 LEARNED = Fixed("positional.type", "learned")
 
 
-def past_pad(family: str, read: Callable, write: Callable = lambda recipe, weights: {}, **keys: Any) -> Computed:
+def past_pad(family: str, **table: int) -> Computed:
     """Positions numbered past the padding, as fairseq numbers them (RoBERTa's, M2M-100's): the k-th token that is
     not ``pad_token_id`` reads row ``pad_token_id + k``, every padding token row ``pad_token_id`` (zoo's ``offset:
-    pad + 1, padding_idx: pad``). ``read`` gives them from the config (and ``max_len``, where ``keys`` say it)."""
+    pad + 1, padding_idx: pad``). ``table``: the config key of a learned table's rows and its default (RoBERTa's
+    ``max_position_embeddings=514`` rows hold 512 positions, ``max_len``); without it the positions are computed."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        pad = config["pad_token_id"]
+        if not isinstance(pad, int) or pad < 0:
+            raise HFImportError(f"pad_token_id={pad!r}: {family} numbers its positions from the pad id; it needs one")
+        if pad >= config["vocab_size"]:
+            raise HFImportError(
+                f"pad_token_id={pad} is not supported: it must be below vocab_size ({config['vocab_size']})"
+            )
+        out = {"positional.offset": pad + 1, "positional.padding_idx": pad}
+        for key in table:
+            if config[key] <= pad + 1:
+                raise HFImportError(
+                    f"{key}={config[key]} with pad_token_id={pad}: the table holds no position (positions start "
+                    f"at row pad_token_id + 1)"
+                )
+            out["max_len"] = config[key] - pad - 1
+        return out
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {key: recipe.max_len + recipe.positional.offset for key in table}
 
     def check(recipe: Any) -> str | None:
         pad, positional = recipe.pad_token_id, recipe.positional
@@ -101,8 +123,8 @@ def past_pad(family: str, read: Callable, write: Callable = lambda recipe, weigh
             )
         return None
 
-    paths = ("positional.offset", "positional.padding_idx", *(("max_len",) if keys else ()))
-    return Computed("positions", keys, paths, read, write, requires={"positional.padding_idx": check})
+    paths = ("positional.offset", "positional.padding_idx", *(("max_len",) if table else ()))
+    return Computed("positions", table, paths, read, write, requires={"positional.padding_idx": check})
 
 
 PRE_NORM: tuple[Row, ...] = (

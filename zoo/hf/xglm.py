@@ -1,9 +1,5 @@
-"""XGLM (``XGLMForCausalLM``): M2M-100's decoder stack alone, a head tied unless ``tie_word_embeddings`` is false.
-Fairseq's sinusoidal positions read two rows on (``positional: {type: sinusoidal, layout: fairseq, offset: 2}``):
-transformers 5 numbers them 0, 1, 2, ... (not past the padding, as fairseq did); the table's zero row
-``pad_token_id`` is one no position reads for the pad ids 0 and 1 (the published one is 1)."""
-
-from __future__ import annotations
+"""XGLM (``XGLMForCausalLM``): M2M-100's decoder alone, its head tied unless ``tie_word_embeddings`` is false, its
+sinusoidal positions numbered from 0 two rows on (``offset: 2``) as transformers 5 numbers them (not past the pad)."""
 
 from ._common import renamed
 from .m2m_100 import M2M100
