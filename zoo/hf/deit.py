@@ -1,9 +1,5 @@
 """DeiT (``DeiTForImageClassificationWithTeacher``, ``DeiTForImageClassification``): ViT with a distillation token
-following [CLS] (``embedding.distillation_token``; the position table has a row for each). With the teacher, one
-classifier reads [CLS], another the distillation token, the logits their average (``head.distillation``);
-``DeiTForImageClassification`` classifies [CLS] alone."""
-
-from __future__ import annotations
+after [CLS]; with the teacher a second classifier reads it, the logits the two's average (``head.distillation``)."""
 
 from typing import Any
 
@@ -14,7 +10,7 @@ from .vit import VIT, body
 CLASSES = ("DeiTForImageClassificationWithTeacher", "DeiTForImageClassification")
 
 
-def distilled(recipe: Any) -> bool:
+def distilled(recipe: Any) -> bool:  # the class says whether a second classifier reads the distillation token
     return bool(getattr(recipe.head, "distillation", False))
 
 
@@ -38,7 +34,7 @@ DEIT = VIT.derive(
     rows=(
         Fixed("embedding.distillation_token", True),
         Computed(
-            "distillation",  # the class says whether a second classifier reads the distillation token
+            "distillation",
             keys={},
             paths=("head.distillation",),
             read=lambda config, recipe, hf_class, names: {"head.distillation": hf_class == CLASSES[0]},
