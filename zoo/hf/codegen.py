@@ -1,23 +1,14 @@
-"""CodeGen (``CodeGenForCausalLM``): GPT-2's config keys around GPT-J's network: attention and MLP in parallel from
-one shared LayerNorm, RoPE over the first ``rotary_dim`` dims of each head in adjacent pairs (base 10000, fixed in
-its code), unbiased q/k/v/out projections and a biased, untied LM head. The fused ``qkv_proj`` is laid out for the 4
-devices CodeGen was trained on (``mp_num``): four blocks of ``[q | v | k]`` (value before key), E/4 rows of each."""
-
-from __future__ import annotations
-
-from typing import Any
+"""CodeGen (``CodeGenForCausalLM``): GPT-2's config keys around GPT-J's network (``rotary_dim``, parallel blocks,
+a biased untied head). The fused ``qkv_proj`` is laid out for the 4 devices CodeGen was trained on (``mp_num``):
+four blocks of ``[q | v | k]`` (value before key), E/4 rows of each."""
 
 import torch
 
-from zoo.components.positional import rotary_dims
-from zoo.errors import HFImportError
-
 from .gpt2 import BLOCK, GPT2, GPT2_ONLY, LAYER
 from .mapping import Rule, Transform
-from .rope import rotary_fraction
 from .rows_classic import biases, defers_to
-from .rows_neox import linear_rules
-from .table import Computed, Fixed, Refused, Require, Unread
+from .rows_neox import linear_rules, rotary_dim
+from .table import Fixed, Refused, Require, Unread
 
 MP = 4  # CodeGen's mp_num, a constant of its code
 MP_QKV = Transform(
@@ -33,20 +24,6 @@ RULES = (
     *linear_rules("", "", "transformer.ln_f final_norm", "lm_head head.proj"),
 )
 
-
-def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    head_dim = config["n_embd"] // config["n_head"]
-    rotated = config["rotary_dim"]
-    if rotated is None and config["n_head"] != 1:  # CodeGen then builds its cos/sin table n_embd wide
-        raise HFImportError(f"rotary_dim=None is not supported: with n_head={config['n_head']} no head is n_embd wide")
-    fraction = rotary_fraction(rotated or head_dim, head_dim)
-    return {"positional": {"type": "rope", "theta": 10000.0, "interleaved": True, "rotary_fraction": fraction}}
-
-
-def write_rope(recipe: Any, weights: Any) -> dict[str, Any]:
-    return {"rotary_dim": rotary_dims(recipe.attention.head_dim_for(recipe.d_model), recipe.positional.rotary_fraction)}
-
-
 CODEGEN = GPT2.derive(
     "codegen",
     classes=("CodeGenForCausalLM",),
@@ -59,14 +36,7 @@ CODEGEN = GPT2.derive(
         Fixed("block.shared_norm", True),
         Require("d_model", lambda r: None if r.d_model % MP == 0 else f"d_model is {r.d_model}, needs a multiple of 4"),
         defers_to("gptj", "codegen"),
-        Computed(
-            "rope",
-            keys={"rotary_dim": 64},
-            paths=("positional.type", "positional.theta", "positional.interleaved", "positional.rotary_fraction"),
-            read=read_rope,
-            write=write_rope,
-            requires={"positional.type": "rope", "positional.theta": 10000.0, "positional.interleaved": True},
-        ),
+        *rotary_dim("CodeGen"),
         biases(False),
         Fixed("head.tie_embeddings", False),
         Fixed("head.bias", True),

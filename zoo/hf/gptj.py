@@ -4,18 +4,21 @@ the block's input in parallel, RoPE over the first ``rotary_dim`` dims of each h
 untied LM head.
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-from zoo.components.positional import rotary_dims
-from zoo.errors import HFImportError
-
 from .mapping import Rule
-from .rope import rotary_fraction
 from .rows_classic import biases, mlp
-from .rows_neox import DECODER, PARALLEL_SHARED, TOKENS, biased_head, dropout, layernorm, linear_rules, mha, wider
-from .table import Computed, Fixed, Key, family
+from .rows_neox import (
+    DECODER,
+    PARALLEL_SHARED,
+    TOKENS,
+    biased_head,
+    dropout,
+    layernorm,
+    linear_rules,
+    mha,
+    rotary_dim,
+    wider,
+)
+from .table import Key, family
 
 LAYER, BLOCK = "transformer.h.{i}", "blocks.{i}"
 
@@ -28,22 +31,6 @@ RULES = (
 )
 
 IGNORED = (f"{LAYER}.attn.bias", f"{LAYER}.attn.masked_bias")  # causal-mask buffers of older checkpoints
-
-
-def read_rotary_dim(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    """The rotated share of each head: ``rotary_dim`` dims (None: the whole of a single head; with several heads,
-    GPT-J's cos/sin table fits none: refused)."""
-    heads, head_dim, rotated = config["n_head"], config["n_embd"] // config["n_head"], config["rotary_dim"]
-    if rotated is None and heads != 1:
-        raise HFImportError(
-            f"rotary_dim=None with n_head={heads} is not supported: GPT-J then builds its cos/sin table "
-            f"n_embd ({config['n_embd']}) wide, which fits no head of {head_dim} dims (transformers fails too)"
-        )
-    return {"positional.rotary_fraction": rotary_fraction(head_dim if rotated is None else rotated, head_dim)}
-
-
-def write_rotary_dim(recipe: Any, weights: Any) -> dict[str, Any]:
-    return {"rotary_dim": rotary_dims(recipe.attention.head_dim_for(recipe.d_model), recipe.positional.rotary_fraction)}
 
 
 GPTJ = family(
@@ -64,10 +51,7 @@ GPTJ = family(
         mha("n_head", 16),
         Key("attn_pdrop", "attention.dropout", 0.0),
         biases(False),
-        Fixed("positional.type", "rope"),
-        Fixed("positional.theta", 10000.0),  # fixed in GPT-J's code (create_sinusoidal_positions): no config key
-        Fixed("positional.interleaved", True),
-        Computed("rotary_dim", {"rotary_dim": 64}, ("positional.rotary_fraction",), read_rotary_dim, write_rotary_dim),
+        *rotary_dim("GPT-J"),
         *layernorm("layer_norm_epsilon"),
         *mlp("activation_function", "gelu_new", "GPT-J"),
         wider("n_inner", "n_embd"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from zoo.components.positional import rotary_dims
 from zoo.errors import HFImportError
 
 from ._common import grouped_qkv
@@ -20,6 +21,7 @@ from .rope import (
     hf_rope_parameters,
     partial_rope,
     rope_spec,
+    rotary_fraction,
     same_rotary_dims,
     scaling_fits,
     scaling_parameters,
@@ -196,6 +198,32 @@ def qk_layernorm(default: bool, *, family: str | None = None) -> Computed:
 def lm_head(tied: bool) -> tuple[Row, ...]:
     """An LM head, tied to the token table by ``tie_word_embeddings`` (default ``tied``) or not."""
     return (Fixed("head.type", "lm"), Key("tie_word_embeddings", "head.tie_embeddings", tied, read=bool))
+
+
+def rotary_dim(family: str) -> tuple[Row, ...]:
+    """RoPE over the first ``rotary_dim`` dims of each head, in adjacent pairs, base 10000 (fixed in the code: no
+    config key), GPT-J's and CodeGen's. ``rotary_dim`` None is the whole of a single head; with several heads the
+    cos/sin table is then n_embd wide and fits no head: refused."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        heads, head_dim, rotated = config["n_head"], config["n_embd"] // config["n_head"], config["rotary_dim"]
+        if rotated is None and heads != 1:
+            raise HFImportError(
+                f"rotary_dim=None with n_head={heads} is not supported: {family} then builds its cos/sin table "
+                f"n_embd ({config['n_embd']}) wide, which fits no head of {head_dim} dims (transformers fails too)"
+            )
+        return {"positional.rotary_fraction": rotary_fraction(head_dim if rotated is None else rotated, head_dim)}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        width = recipe.attention.head_dim_for(recipe.d_model)
+        return {"rotary_dim": rotary_dims(width, recipe.positional.rotary_fraction)}
+
+    return (
+        Fixed("positional.type", "rope"),
+        Fixed("positional.theta", 10000.0),
+        Fixed("positional.interleaved", True),
+        Computed("rotary_dim", {"rotary_dim": 64}, ("positional.rotary_fraction",), read, write),
+    )
 
 
 def biased_head(family: str) -> tuple[Row, ...]:
