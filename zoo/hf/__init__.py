@@ -80,15 +80,22 @@ FAMILY_INFRASTRUCTURE = frozenset({"io", "mapping", "tokenizer"})
 
 def _families() -> dict[str, Family]:
     """Every ``Family`` defined at the top level of a module of this package: a new family is one file,
-    ``zoo/hf/<family>.py``, with its table. The six first families come first, the others by module name."""
+    ``zoo/hf/<family>.py``, with its table. The six first families come first, the others by module name, each
+    derived family after its parent."""
     found: dict[str, Family] = {f.model_type: f for f in (GPT2, BERT, VIT, T5, LLAMA, MIXTRAL)}
+
+    def add(family: Family) -> None:  # a derived family after its parent
+        if family.parent is not None:
+            add(family.parent)
+        found.setdefault(family.model_type, family)
+
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name in FAMILY_INFRASTRUCTURE or info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, Family):
-                found.setdefault(value.model_type, value)
+                add(value)
     return found
 
 

@@ -1,9 +1,6 @@
-"""GPT-Neo (``GPTNeoForCausalLM``): GPT-2's stack with ``nn.Linear`` layers, unbiased q/k/v projections (a biased
-``out_proj``), scores not scaled by 1/sqrt(head_dim) (zoo's ``attention.scale: 1.0``), and layers that attend
-globally or locally as ``attention_types`` repeats them: a local layer's query sees the ``window_size`` most recent
-keys, itself included (transformers' mask ``tril(1) ^ tril(1, -window_size)``), which is zoo's ``window``."""
-
-from __future__ import annotations
+"""GPT-Neo (``GPTNeoForCausalLM``): GPT-2's stack with ``nn.Linear`` layers, unbiased q/k/v projections, unscaled
+scores (``attention.scale: 1.0``), and global or local layers as ``attention_types`` repeats them: a local query sees
+the ``window_size`` most recent keys, itself included (``tril(1) ^ tril(1, -window_size)``), zoo's ``window``."""
 
 from typing import Any
 

@@ -311,6 +311,9 @@ class Family:
     or named here: a test walks them all, so a new option of a new transformers cannot pass unnoticed."""
     table: Any = None
     """The ``zoo.hf.table.Table`` this family's translation is generated from (None: written by hand)."""
+    parent: Family | None = field(default=None, repr=False, compare=False)
+    """The family this one is derived from (``derive``): it is registered first, so that a recipe both export
+    exactly exports as the parent unless it names its ``hf_family``."""
 
     @property
     def unread_keys(self) -> dict[str, str]:
@@ -349,7 +352,7 @@ class Family:
             "hf_layout": self.hf_layout,
         }
         table = self.table.derive(rows, drop, defaults or {})
-        return table.family(name, classes=classes, **{**inherited, **changes})
+        return table.family(name, classes=classes, parent=self, **{**inherited, **changes})
 
 
 # ---------------------------------------------------------------------------------------------- shared facts

@@ -1,5 +1,4 @@
-"""RoBERTa (``RobertaModel``, ``ForMaskedLM``, ``ForSequenceClassification``, ``ForTokenClassification``), and
-the same network under XLM-RoBERTa's and CamemBERT's names (``renamed_roberta``): BERT's
+"""RoBERTa (``RobertaModel``, ``ForMaskedLM``, ``ForSequenceClassification``, ``ForTokenClassification``): BERT's
 network with fairseq's positions (``past_pad``: a table of ``max_position_embeddings`` rows holds
 ``max_position_embeddings - pad_token_id - 1`` positions, ``max_len``; roberta-base: 514 rows, 512 positions) and its
 own head names. Its ``lm_head`` always applies the exact GELU; its sequence classifier pools the first token."""
@@ -58,8 +57,7 @@ ROBERTA = BERT.derive(
 
 def renamed_roberta(model_type: str, prefix: str, recipes: tuple[str, ...], vocab_size: int) -> Family:
     """A family that is RoBERTa's network and weight names (``roberta.``, ``lm_head.``) under another ``model_type``
-    and class ``prefix``; ``vocab_size``: its config class's default. Defined here, after RoBERTa, so that a recipe
-    that names no ``hf_family`` exports as RoBERTa (the first family it fits)."""
+    and class ``prefix`` (XLM-RoBERTa's, CamemBERT's); ``vocab_size``: its config class's default."""
     heads = bert_classes(prefix)
     classes = by_head(heads)
     return ROBERTA.derive(
@@ -71,9 +69,3 @@ def renamed_roberta(model_type: str, prefix: str, recipes: tuple[str, ...], voca
         base_class=f"{prefix}Model",
         defaults={"vocab_size": vocab_size},
     )
-
-
-# XLM-RoBERTa (xlm-roberta-base: a 250,002-token SentencePiece vocabulary over 100 languages, 278M parameters) and
-# CamemBERT (camembert-base: 32,005 French tokens, 110M): their config classes default to BERT's 30,522 tokens.
-XLM_ROBERTA = renamed_roberta("xlm-roberta", "XLMRoberta", ("xlm-roberta-base",), vocab_size=30522)
-CAMEMBERT = renamed_roberta("camembert", "Camembert", ("camembert-base",), vocab_size=30522)
