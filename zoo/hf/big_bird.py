@@ -1,14 +1,9 @@
 """BigBird (``BigBirdModel``, ``ForMaskedLM``, ``ForSequenceClassification``, ``ForTokenClassification``): BERT's
-post-norm network under BERT's names, its attention full (``original_full``) or zoo's block-sparse (``block_sparse``:
-a query sees its block, the two beside it, the first and last blocks and random blocks). Both attend fully to
-sequences of at most ``(5 + 2 * num_random_blocks) * block_size`` tokens; on longer ones the random blocks differ
-(transformers draws them from numpy's state in training and uses none in evaluation; zoo's are fixed by
-``random_seed``), so the sparse outputs are zoo's own there.
-
-Every class holds ``BigBirdModel``'s pooler (``bert.pooler``), which only the bare model applies: the heads keep it
-as ``spare_pooler``, and ``BigBirdForPreTraining``'s masked LM its next-sentence classifier as ``spare_nsp``, so
-that checkpoints come back bit for bit. The masked LM's transform and the classifier's dense layer apply
-``hidden_act``; ``rescale_embeddings`` multiplies the token embeddings by sqrt(hidden_size)."""
+network and names, its attention full (``original_full``) or zoo's block-sparse (``block_sparse``), which attends
+fully up to ``(5 + 2 * num_random_blocks) * block_size`` tokens; past that its random blocks are zoo's own
+(``random_seed``; transformers draws them in training and uses none in evaluation). Every class holds
+``BigBirdModel``'s pooler, which only the bare model applies (kept as ``spare_pooler``, as is
+``BigBirdForPreTraining``'s next-sentence head, ``spare_nsp``), so that checkpoints come back bit for bit."""
 
 from __future__ import annotations
 
