@@ -1,7 +1,5 @@
-"""Qwen3-MoE (``Qwen3MoeForCausalLM``, Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's attention (per-head QK RMSNorm,
-one ``attention_bias``) with a mixture of SwiGLU experts (the top-k softmax probabilities, renormalised with
-``norm_topk_prob``), no shared expert, and Qwen2-MoE's dense layers (``mlp_only_layers``, ``decoder_sparse_step``).
-"""
+"""Qwen3-MoE (``Qwen3MoeForCausalLM``, Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's attention with SwiGLU experts
+(top-k softmax, renormalised with ``norm_topk_prob``), no shared expert, and Qwen2-MoE's dense layers."""
 
 from __future__ import annotations
 
