@@ -112,10 +112,8 @@ DEEPSEEK_V3 = LLAMA.derive(
             "DeepseekV3ForCausalLM makes every layer from first_k_dense_replace on an MoE layer",
         ),
         *(
-            at_least(
-                key, f"{key} must be a positive integer (transformers cannot build the model otherwise)", bools=False
-            )
-            for key in POSITIVE
+            at_least(k, f"{k} must be a positive integer (transformers cannot build the model otherwise)", bools=False)
+            for k in POSITIVE
         ),
         at_least(
             "first_k_dense_replace",
