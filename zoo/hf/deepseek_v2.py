@@ -1,9 +1,6 @@
-"""DeepSeek-V2 (``DeepseekV2ForCausalLM``, DeepSeek-V2 and V2-Lite, DeepSeek-Coder-V2): DeepSeek-V3's multi-head
-latent attention and dense-then-MoE layers (``zoo/hf/rows_mla.py``, ``zoo/hf/_moe.py``), with V2's router: softmax
-scores, the top-k taken greedily or among the ``topk_group`` of ``n_group`` groups with the best single scores
-(``group_limited_greedy``: zoo's ``group_scoring: max``), never renormalised (transformers' ``DeepseekV2TopkRouter``
-ignores ``norm_topk_prob``, so a config asking for it is refused), then scaled by ``routed_scaling_factor``.
-"""
+"""DeepSeek-V2 (``DeepseekV2ForCausalLM``, V2, V2-Lite, Coder-V2): DeepSeek-V3's latent attention and dense-then-MoE
+layers with V2's router: softmax scores, the top-k greedy or among the best ``topk_group`` of ``n_group`` groups by
+their best score (zoo's ``group_scoring: max``), never renormalised, scaled by ``routed_scaling_factor``."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from zoo.errors import HFImportError
 from ._moe import FIRST_K, ROUTER_LOGITS, at_least, experts, fits_moe, router_rows, split_fused_experts
 from .llama import IGNORED, LLAMA
 from .rows import rope
-from .rows_mla import MLA_KEYS, RULES, scale_fits, softmax_scale
+from .rows_mla import MLA_KEYS, RULES, heads_keys, scale_fits, softmax_scale
 from .table import Computed, Fixed, Key, Refused, Unread
 
 METHODS = ("greedy", "group_limited_greedy")
@@ -26,13 +23,6 @@ def read_heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]
         raise HFImportError(f"num_key_value_heads={kv_heads}: multi-head latent attention needs it to be {heads}")
     out = {"attention.type": "mla", "attention.num_heads": heads, **{f"attention.{k}": config[k] for k in MLA_KEYS}}
     return {**out, "attention.scale": softmax_scale(config)}
-
-
-def write_heads(recipe: Any, weights: Any) -> dict[str, Any]:
-    attention = recipe.attention
-    return {"num_attention_heads": attention.num_heads, "num_key_value_heads": attention.num_heads} | {
-        k: getattr(attention, k) for k in MLA_KEYS
-    }
 
 
 def read_router(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +54,7 @@ DEEPSEEK_V2 = LLAMA.derive(
             keys={"num_attention_heads": 32, "num_key_value_heads": None, **MLA_KEYS},
             paths=("attention.type", "attention.num_heads", "attention.scale", *(f"attention.{k}" for k in MLA_KEYS)),
             read=read_heads,
-            write=write_heads,
+            write=lambda recipe, weights: heads_keys(recipe.attention, latents=True),
             requires={"attention.type": "mla", "attention.scale": scale_fits},
         ),
         rope(interleaved=True),  # DeepseekV2's complex rotation, on the qk_rope_head_dim dims

@@ -1,9 +1,6 @@
-"""DeepSeek-V3 (``DeepseekV3ForCausalLM``, DeepSeek-V3 / R1 and their fine-tunes): Llama's stack with multi-head
-latent attention (``zoo/hf/rows_mla.py``), ``first_k_dense_replace`` dense SwiGLU layers, then SwiGLU experts chosen
-by sigmoid scores plus a correction bias (which chooses but does not weight) among the best ``topk_group`` of
-``n_group`` groups, renormalised, scaled by ``routed_scaling_factor``, and a shared expert of ``n_shared_experts``
-experts' width. The checkpoints' multi-token-prediction module (``model.layers.61``) is dropped on import.
-"""
+"""DeepSeek-V3 (``DeepseekV3ForCausalLM``, V3 / R1): Llama's stack with latent attention, ``first_k_dense_replace``
+dense layers, then SwiGLU experts by sigmoid scores plus a correction bias (it chooses, does not weight) among the best
+``topk_group`` of ``n_group`` groups, renormalised, scaled, and a shared expert; the MTP module is dropped on import."""
 
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ from ._moe import FIRST_K, at_least, dense_first, experts, fits_moe, router_rows
 from .llama import LLAMA
 from .rope import hf_rope_parameters, rope_spec
 from .rows import ROPE
-from .rows_mla import MLA_KEYS, RULES, scale_fits, softmax_scale
+from .rows_mla import MLA_KEYS, RULES, heads_keys, scale_fits, softmax_scale
 from .table import Computed, Fixed, Key, Refused, Unread
 
 
@@ -39,11 +36,6 @@ def _heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     return {"attention.num_heads": heads}
 
 
-def _scale(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    scale = softmax_scale(config)
-    return {} if scale is None else {"attention.scale": scale}
-
-
 EXPERTS = experts(2048, 18432, FIRST_K, shared=("n_shared_experts", 1), per_expert=True)
 POSITIVE = ("n_group", "topk_group", "num_experts_per_tok", "n_shared_experts", "v_head_dim")
 
@@ -60,9 +52,7 @@ DEEPSEEK_V3 = LLAMA.derive(
             keys={"num_attention_heads": 128, "num_key_value_heads": None},
             paths=("attention.num_heads",),
             read=_heads,
-            write=lambda recipe, weights: dict.fromkeys(
-                ("num_attention_heads", "num_key_value_heads"), recipe.attention.num_heads
-            ),
+            write=lambda recipe, weights: heads_keys(recipe.attention),
         ),
         Fixed("attention.type", "mla"),
         *(Key(key, f"attention.{key}", default) for key, default in MLA_KEYS.items()),
@@ -70,7 +60,7 @@ DEEPSEEK_V3 = LLAMA.derive(
             "scale",
             keys={},
             paths=("attention.scale",),
-            read=_scale,
+            read=lambda config, recipe: {} if (s := softmax_scale(config)) is None else {"attention.scale": s},
             write=lambda recipe, weights: {},
             requires={"attention.scale": scale_fits},
         ),
@@ -122,10 +112,8 @@ DEEPSEEK_V3 = LLAMA.derive(
             "DeepseekV3ForCausalLM makes every layer from first_k_dense_replace on an MoE layer",
         ),
         *(
-            at_least(
-                key, f"{key} must be a positive integer (transformers cannot build the model otherwise)", bools=False
-            )
-            for key in POSITIVE
+            at_least(k, f"{k} must be a positive integer (transformers cannot build the model otherwise)", bools=False)
+            for k in POSITIVE
         ),
         at_least(
             "first_k_dense_replace",

@@ -1,10 +1,6 @@
-"""gpt-oss (``GptOssForCausalLM``): Llama's stack with biased q/k/v/o projections, a learned attention sink per
-query head (``attention.sinks``), sliding-window layers from ``layer_types`` (by default every other layer, the
-first sliding) and a mixture of biased experts: a biased router whose softmax over its top-k logits weights them
-(zoo's softmax renormalised over the top-k), and a clamped SwiGLU, ``min(g, limit) * sigmoid(alpha * min(g,
-limit)) * (clamp(u, -limit, limit) + 1)`` (the swiglu FFN's ``alpha``, ``limit``, ``up_shift``). The checkpoint
-holds each layer's experts fused, gate and up interleaved (``unfuse``, ``fuse``).
-"""
+"""gpt-oss (``GptOssForCausalLM``): Llama's stack with biased projections, a learned sink per query head, sliding
+layers from ``layer_types`` and biased experts: a biased router whose softmax over the top-k logits weights them, and
+a clamped SwiGLU, ``min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1)``."""
 
 from __future__ import annotations
 
@@ -21,11 +17,10 @@ from .mapping import Rule
 from .rows import ROPE
 from .table import Computed, Fixed, Key, Refused, Require, Unread
 
-KINDS = ("weight", "bias")
 RULES = (
     *COMMON,
     Rule(f"{LAYER}.self_attn.sinks", f"{BLOCK}.attention.sinks"),
-    *moe_rules(router="router", kinds=KINDS),
+    *moe_rules(router="router", kinds=("weight", "bias")),
 )
 EXPERT = re.compile(r"(.+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.(weight|bias)")
 YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}

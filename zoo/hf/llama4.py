@@ -1,15 +1,6 @@
-"""Llama 4's text model (``Llama4ForCausalLM``, Llama-4-Scout / Maverick's language model): Llama's stack with
-RoPE on adjacent pairs (its complex rotation) and three kinds of layer, as ``no_rope_layers`` and ``layer_types``
-say. RoPE layers attend within chunks of ``attention_chunk_size`` positions and RMS-normalise each rotated query
-and key head without a weight (``use_qk_norm``: zoo's ``qk_norm_position: after_rope``); NoPE layers (every 4th)
-attend to every key and scale each query by its temperature (``attn_temperature_tuning``). Layers in
-``moe_layers`` (every ``interleave_moe_layer_step``-th) hold a mixture of SwiGLU experts: the sigmoid of the top-k
-router logits scales each expert's input (``weighted_input``), and a shared expert of the experts' width joins;
-the other layers a SwiGLU of ``intermediate_size_mlp``.
-
-The experts are fused on disk, ``feed_forward.experts.gate_up_proj`` (X, E, 2H: gate then up columns) and
-``down_proj`` (X, H, E), imported one expert at a time and written back fused.
-"""
+"""Llama 4's text model (``Llama4ForCausalLM``): Llama's stack with RoPE on adjacent pairs and, as ``no_rope_layers``
+and ``layer_types`` say, chunked RoPE layers with a weightless QK-norm after RoPE, NoPE layers with a temperature, and
+MoE layers (sigmoid-weighted inputs, a shared expert) among dense ones; the experts are fused on disk."""
 
 from __future__ import annotations
 
@@ -17,23 +8,17 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
-from . import qwen2_moe as moe
+from . import _moe as moe
 from .layer_kinds import rope_every
 from .llama import COMMON, IGNORED, LLAMA
-from .mapping import Rule
 from .rows import GATED, hidden_act, layer_attentions, per_layer_attention, rope, stacked_experts, uses_rope
-from .table import Computed, Fixed, Key, Refused, Unread
+from .table import Computed, Fixed, Refused
 
-FF, FFN = "model.layers.{i}.feed_forward", "blocks.{i}.ffn"
-RULES = (
-    *COMMON,
-    *moe.swiglu_rules(FF, FFN),  # the dense layers
-    Rule(f"{FF}.router.weight", f"{FFN}.router.weight"),
-    *moe.swiglu_rules(f"{FF}.experts.{{e}}", f"{FFN}.experts.{{e}}"),
-    *moe.swiglu_rules(f"{FF}.shared_expert", f"{FFN}.shared_expert"),
-)
+FF = f"{moe.LAYER}.feed_forward"
+RULES = (*COMMON, *moe.swiglu_rules(FF, moe.FFN), *moe.moe_rules(FF, router="router", shared="shared_expert"))
 ROPE_FIELDS = ("qk_norm", "qk_norm_position", "chunk_size")
 NOPE_FIELDS = ("rotary", "temperature_floor_scale", "temperature_scale")
+# on disk: feed_forward.experts.gate_up_proj (X, E, 2H: gate then up) and down_proj (X, H, E)
 LAYOUT, HF_LAYOUT = stacked_experts("feed_forward", "experts.gate_up_proj", "experts.down_proj", inputs_first=True)
 
 
@@ -156,10 +141,7 @@ LLAMA4_TEXT = LLAMA.derive(
     rows=(
         rope(interleaved=True),
         LAYERS,
-        Fixed("ffn.type", "moe"),
-        Key("num_local_experts", "ffn.num_experts", 16),
-        Key("num_experts_per_tok", "ffn.top_k", 1),
-        Key("router_aux_loss_coef", "ffn.aux_loss_coef", 0.001),
+        *moe.router_rows("num_local_experts", 16, 1),
         Fixed("ffn.scoring", "sigmoid"),
         Fixed("ffn.normalize", False),
         Fixed("ffn.weighted_input", True),
@@ -170,7 +152,7 @@ LLAMA4_TEXT = LLAMA.derive(
             lambda v: v is None or set(v) <= {"full_attention", "chunked_attention"},
             "Llama4TextModel makes masks for full_attention and chunked_attention layers only",
         ),
-        Unread("output_router_logits", "whether forward also returns the router logits: an output, not the network"),
+        moe.ROUTER_LOGITS,
     ),
     defaults={"vocab_size": 202048, "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40}
     | {"num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5}

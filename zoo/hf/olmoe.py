@@ -1,7 +1,5 @@
-"""OLMoE (``OlmoeForCausalLM``, OLMoE-1B-7B): Mixtral's network with OLMo 2's QK-norm (one RMSNorm over a whole
-projection's queries, one over its keys, before RoPE), one ``attention_bias`` for all four projections, and experts
-renormalised only with ``norm_topk_prob``. OLMoE's ``clip_qkv`` (after the norms) is refused.
-"""
+"""OLMoE (``OlmoeForCausalLM``, OLMoE-1B-7B): Mixtral's network with OLMo 2's QK-norm (over whole projections,
+before RoPE), one ``attention_bias`` and experts renormalised only with ``norm_topk_prob``."""
 
 from __future__ import annotations
 
@@ -10,13 +8,12 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
+from ._moe import router_rows
 from .mapping import default_head_dim
 from .mixtral import MIXTRAL
 from .qwen3_moe import QWEN3_MOE
 from .rows import ONE_BIAS, qk_norm
-from .table import Key, Refused, Require
-
-QK_NORM = qk_norm("projection")  # OLMo 2's
+from .table import Refused, Require
 
 
 def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -24,7 +21,7 @@ def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     width = config["hidden_size"] // config["num_attention_heads"]
     if config["head_dim"] not in (None, width):
         raise HFImportError(f"head_dim={config['head_dim']!r}: OLMoE's QK-norm needs hidden_size / heads ({width})")
-    return QK_NORM.read(config, recipe)
+    return qk_norm("projection").read(config, recipe)  # OLMo 2's
 
 
 OLMOE = MIXTRAL.derive(
@@ -36,10 +33,9 @@ OLMOE = MIXTRAL.derive(
     drop=("sliding_window", "router_jitter_noise", "num_local_experts", "attention.bias"),
     rows=(
         ONE_BIAS,
-        replace(QK_NORM, read=_qk_norm),  # refusing heads its norms do not fit
+        replace(qk_norm("projection"), read=_qk_norm),  # refusing heads its norms do not fit
         Require("attention.head_dim", default_head_dim),
-        Key("num_experts", "ffn.num_experts", 64),
-        Key("norm_topk_prob", "ffn.normalize", False, read=bool),
+        *router_rows("num_experts", 64, 8, normalize=False),
         Refused(
             "clip_qkv",
             lambda v: v is None,
@@ -48,6 +44,6 @@ OLMOE = MIXTRAL.derive(
         ),
     ),
     defaults={"vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 2048, "num_hidden_layers": 16}
-    | {"num_attention_heads": 16, "num_key_value_heads": None, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5}
-    | {"rope_theta": 10000.0, "pad_token_id": 1, "num_experts_per_tok": 8, "router_aux_loss_coef": 0.01},
+    | {"num_attention_heads": 16, "num_key_value_heads": None, "max_position_embeddings": 4096, "rope_theta": 10000.0}
+    | {"pad_token_id": 1, "router_aux_loss_coef": 0.01},
 )

@@ -1,13 +1,6 @@
-"""PhiMoE (``PhimoeForCausalLM``, Phi-3.5-MoE): Mixtral's network with LayerNorms (with biases, of ``rms_norm_eps``),
-``attention_bias`` on all four projections, an optional ``lm_head_bias`` and the sparsemixer router: two experts
-picked one after the other, each weighted by its softmax among the experts whose logit is within a relative
-``2 * router_jitter_noise`` of it, not renormalised (zoo's ``scoring: sparsemixer``, transformers' eval mode).
-
-Its rope is transformers' ``PhimoeRotaryEmbedding``, which recomputes LongRoPE's frequencies on every call without
-the sequence length: the short factors at every length, and cos and sin scaled by ``short_mscale`` (``long_mscale``
-past ``original_max_position_embeddings``). zoo imports what it computes: a ``longrope`` whose long factors are the
-short ones and whose ``attention_factor`` is the mscale; two different mscales, or any other scaling, are refused.
-"""
+"""PhiMoE (``PhimoeForCausalLM``, Phi-3.5-MoE): Mixtral's network with biased LayerNorms (of ``rms_norm_eps``), one
+``attention_bias``, an optional ``lm_head_bias`` and the sparsemixer router (zoo's ``scoring: sparsemixer``: two experts
+picked in turn, each weighted among those within a relative ``2 * router_jitter_noise`` of it; the eval mode)."""
 
 from __future__ import annotations
 
@@ -36,6 +29,8 @@ TYPE_WHY = (
 )
 
 
+# PhimoeRotaryEmbedding: LongRoPE's short factors at every length, cos and sin scaled by short_mscale (long_mscale
+# past original_max_position_embeddings): zoo's longrope with long factors = short ones, attention_factor = mscale.
 def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     params = scaling_parameters(config)
     if rope_type(params) == "default":

@@ -1,8 +1,5 @@
-"""Qwen2-MoE (``Qwen2MoeForCausalLM``, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): Qwen2's table (biases on q, k and v)
-with a mixture of SwiGLU experts whose top-k softmax probabilities are used as they are (``norm_topk_prob: false``)
-and a shared SwiGLU expert scaled by ``sigmoid(shared_expert_gate(x))``. Layers in ``mlp_only_layers`` or off the
-``decoder_sparse_step`` have a plain SwiGLU of ``intermediate_size`` (``zoo/hf/_moe.py``); sliding layers are refused.
-"""
+"""Qwen2-MoE (``Qwen2MoeForCausalLM``, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): Qwen2's table with SwiGLU experts (top-k
+softmax, not renormalised), a shared one scaled by ``sigmoid(shared_expert_gate(x))``, and dense layers."""
 
 from __future__ import annotations
 
@@ -54,5 +51,5 @@ QWEN2_MOE = QWEN2.derive(
         Unread("max_window_layers", "which layers would slide with use_sliding_window, which is refused"),
     ),
     defaults={"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16}
-    | {"max_position_embeddings": 32768, "qkv_bias": True},
+    | {"qkv_bias": True},
 )

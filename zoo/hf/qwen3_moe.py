@@ -1,23 +1,14 @@
-"""Qwen3-MoE (``Qwen3MoeForCausalLM``, Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's attention (per-head QK RMSNorm,
-one ``attention_bias``) with a mixture of SwiGLU experts (the top-k softmax probabilities, renormalised with
-``norm_topk_prob``), no shared expert, and Qwen2-MoE's dense layers (``mlp_only_layers``, ``decoder_sparse_step``).
-"""
+"""Qwen3-MoE (``Qwen3MoeForCausalLM``, Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's attention with SwiGLU experts
+(top-k softmax, renormalised with ``norm_topk_prob``), no shared expert, and Qwen2-MoE's dense layers."""
 
 from __future__ import annotations
 
 from . import _moe as moe
+from .bloom import aliased
 from .mapping import Option
 from .qwen3 import QWEN3, QWEN3_RULES
 from .table import Computed
 
-COUNT = Computed(  # transformers 5's to_dict names num_experts num_local_experts (an alias)
-    "expert count",
-    keys={"num_experts": 128, "num_local_experts": None},
-    paths=("ffn.num_experts",),
-    read=lambda c, r: {"ffn.num_experts": c["num_experts" if c["num_local_experts"] is None else "num_local_experts"]},
-    write=lambda recipe, weights: {"num_experts": recipe.ffn.num_experts},
-    legacy=("num_local_experts",),
-)
 WINDOW = Computed(  # every layer slides, or none: Qwen3MoeConfig has no max_window_layers nor layer_types
     "sliding window",
     keys={"use_sliding_window": False, "sliding_window": 4096},
@@ -37,7 +28,7 @@ QWEN3_MOE = QWEN3.derive(
     rows=(
         WINDOW,
         *moe.router_rows(None, 128, 8, normalize=False),
-        COUNT,
+        aliased("num_experts", 128, "num_local_experts", "ffn.num_experts"),  # transformers 5 writes the alias
         moe.experts(768, 6144, moe.SPARSE_STEP, requires=REQUIRES),  # on ffn.expert
         Option("num_experts", lambda v: v is None or v >= 1, "a config without experts is a dense Qwen3 model"),
         Option("num_local_experts", lambda v: v is None or v >= 1, "a config without experts is a dense Qwen3 model"),

@@ -24,6 +24,14 @@ MLA_KEYS = {
 """The latent ranks and head widths, each a config key and a field of zoo's ``mla`` attention, with the defaults of
 ``DeepseekV2Config`` and ``DeepseekV3Config``."""
 
+
+def heads_keys(attention: Any, *, latents: bool = False) -> dict[str, Any]:
+    """The head counts of an ``mla`` attention as V2's and V3's configs say them (the latent gives every head its own
+    keys: as many key-value heads), with ``latents`` the ranks and widths of ``MLA_KEYS`` too."""
+    heads = dict.fromkeys(("num_attention_heads", "num_key_value_heads"), attention.num_heads)
+    return heads | ({k: getattr(attention, k) for k in MLA_KEYS} if latents else {})
+
+
 ATTN, ZOO_ATTN = "model.layers.{i}.self_attn", "blocks.{i}.attention"
 LATENTS = (("q_a_proj", "q_a_proj"), ("kv_a_proj_with_mqa", "kv_a_proj"))
 
