@@ -1,28 +1,12 @@
 """OLMoE (``OlmoeForCausalLM``, OLMoE-1B-7B): Mixtral's network with OLMo 2's QK-norm (over whole projections,
 before RoPE), one ``attention_bias`` and experts renormalised only with ``norm_topk_prob``."""
 
-from __future__ import annotations
-
-from dataclasses import replace
-from typing import Any
-
-from zoo.errors import HFImportError
-
 from ._moe import router_rows
 from .mapping import default_head_dim
 from .mixtral import MIXTRAL
 from .qwen3_moe import QWEN3_MOE
 from .rows import ONE_BIAS, qk_norm
 from .table import Refused, Require
-
-
-def _qk_norm(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    # q_norm is hidden_size wide and k_norm (hidden_size // heads) * kv_heads: heads of another width fail in HF.
-    width = config["hidden_size"] // config["num_attention_heads"]
-    if config["head_dim"] not in (None, width):
-        raise HFImportError(f"head_dim={config['head_dim']!r}: OLMoE's QK-norm needs hidden_size / heads ({width})")
-    return qk_norm("projection").read(config, recipe)  # OLMo 2's
-
 
 OLMOE = MIXTRAL.derive(
     "olmoe",
@@ -33,7 +17,7 @@ OLMOE = MIXTRAL.derive(
     drop=("sliding_window", "router_jitter_noise", "num_local_experts", "attention.bias"),
     rows=(
         ONE_BIAS,
-        replace(qk_norm("projection"), read=_qk_norm),  # refusing heads its norms do not fit
+        qk_norm("projection", family="OLMoE"),  # OLMo 2's, sized for heads of hidden_size / heads
         Require("attention.head_dim", default_head_dim),
         *router_rows("num_experts", 64, 8, normalize=False),
         Refused(

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import torch
 
+from zoo.errors import HFImportError
+
 from .mapping import ACTIVATIONS, GATED_FFNS, HF_ACTIVATIONS, Option, Requirement, default_head_dim, no_layer_overrides
 from .rope import (
     ROPE_OPTIONS,
@@ -229,11 +231,17 @@ def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
     )
 
 
-def qk_norm(scope: Literal["head", "projection"] = "head") -> Computed:
+def qk_norm(scope: Literal["head", "projection"] = "head", *, family: str | None = None) -> Computed:
     """QK-norm by the recipe's own RMSNorm (``rms_norm_eps``), over each head's features (Qwen3) or over a whole
-    projection's (OLMo 2): the config says only that it is there."""
+    projection's (OLMo 2): the config says only that it is there. With ``family``, the norms are sized for heads of
+    hidden_size / heads whatever ``head_dim`` says (OLMoE's): heads of another width, which fail in HF, are refused."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        width = config["hidden_size"] // config["num_attention_heads"]
+        if family is not None and config["head_dim"] not in (None, width):
+            raise HFImportError(
+                f"head_dim={config['head_dim']!r}: {family}'s QK-norm needs hidden_size / heads ({width})"
+            )
         norm = {"type": "rmsnorm", "eps": config["rms_norm_eps"]}
         return (
             {"attention.qk_norm": norm}
