@@ -4,17 +4,14 @@ a clamped SwiGLU, ``min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
-
-import torch
 
 from . import windows
 from ._moe import BLOCK, LAYER, moe_rules, router_rows
 from .llama import COMMON, IGNORED, LLAMA
 from .mapping import Rule
-from .rows import ROPE
+from .rows import ROPE, stacked_experts
 from .table import Computed, Fixed, Key, Refused, Require, Unread
 
 RULES = (
@@ -22,45 +19,12 @@ RULES = (
     Rule(f"{LAYER}.self_attn.sinks", f"{BLOCK}.attention.sinks"),
     *moe_rules(router="router", kinds=("weight", "bias")),
 )
-EXPERT = re.compile(r"(.+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.(weight|bias)")
 YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
 YARN["original_max_position_embeddings"] = 4096  # GptOssConfig's rope without rope_parameters
-
-
-def unfuse(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The fused experts one by one (``mlp.experts.3.gate_proj.weight``, as nn.Linear holds it: (out, in)):
-    ``mlp.experts.gate_up_proj`` (X, E, 2H), each expert's gate and up columns interleaved, ``gate_up_proj_bias``
-    (X, 2H), ``down_proj`` (X, H, E), ``down_proj_bias`` (X, E)."""
-    out = {}
-    for name, t in state.items():
-        experts, _, leaf = name.rpartition(".")
-        if not experts.endswith(".mlp.experts"):
-            out[name] = t
-            continue
-        kind = "bias" if leaf.endswith("_bias") else "weight"
-        for e, x in enumerate(t.unbind(0)):
-            x = x.t() if kind == "weight" else x  # stored (in, out)
-            parts = {"gate": x[::2], "up": x[1::2]} if leaf.startswith("gate_up") else {"down": x}
-            out.update({f"{experts}.{e}.{p}_proj.{kind}": y for p, y in parts.items()})
-    return out
-
-
-def fuse(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The way back of ``unfuse``: each layer's experts stacked, weights (in, out), gate and up interleaved."""
-    out, parts = {}, {}
-    for name, t in state.items():
-        match = EXPERT.fullmatch(name)
-        if match is None:
-            out[name] = t
-            continue
-        experts, e, p, kind = match.groups()
-        parts.setdefault((experts, kind), {}).setdefault(p, {})[int(e)] = t.t() if kind == "weight" else t
-    for (experts, kind), by in parts.items():
-        gate, up, down = (torch.stack([x for _, x in sorted(by[p].items())]) for p in ("gate", "up", "down"))
-        suffix = "_bias" if kind == "bias" else ""
-        out[f"{experts}.gate_up_proj{suffix}"] = torch.stack([gate, up], dim=-1).flatten(-2)
-        out[f"{experts}.down_proj{suffix}"] = down
-    return out
+# Experts stacked on disk: gate_up_proj (X, E, 2H, gate and up columns interleaved), down_proj (X, H, E), biases
+unfuse, fuse = stacked_experts(
+    "mlp", "experts.gate_up_proj", "experts.down_proj", inputs_first=True, interleaved=True, biases=True
+)
 
 
 def _windows(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:

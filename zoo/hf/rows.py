@@ -362,40 +362,56 @@ def uses_rope(attention: Any) -> bool:
 # ---------------------------------------------------------------------------------------------- stacked experts
 
 
-def stacked_experts(module: str, gate_up: str, down: str, *, inputs_first: bool) -> tuple[Any, Any]:
+def stacked_experts(
+    module: str, gate_up: str, down: str, *, inputs_first: bool, interleaved: bool = False, biases: bool = False
+) -> tuple[Any, Any]:
     """``(layout, hf_layout)`` of a family whose checkpoint stacks each layer's gated experts in two tensors:
     ``{layer}.{module}.{gate_up}``, every expert's gate then up projection, (X, 2H, E), and ``{down}``, every
     expert's down projection, (X, E, H) (Granite-MoE); with ``inputs_first`` (X, E, 2H) and (X, H, E) (Llama 4).
-    ``layout`` names them one expert at a time as ``nn.Linear`` holds them, ``{layer}.{module}.experts.{e}.
-    gate_proj.weight`` (the names a table's rows use); ``hf_layout`` stacks them back."""
-    one = re.compile(rf"(.+)\.{module}\.experts\.(\d+)\.(gate|up|down)_proj\.weight")
+    ``interleaved``: the gate and up rows alternate (gpt-oss); ``biases``: ``{gate_up}_bias`` (X, 2H) and
+    ``{down}_bias`` (X, E) too. ``layout`` names them one expert at a time as ``nn.Linear`` holds them,
+    ``{layer}.{module}.experts.{e}.gate_proj.weight`` (the names a table's rows use); ``hf_layout`` stacks them back."""
+    one = re.compile(rf"(.+)\.{module}\.experts\.(\d+)\.(gate|up|down)_proj\.(weight|bias)")
+    leaves = {
+        gate_up: "weight",
+        down: "weight",
+        **({f"{gate_up}_bias": "bias", f"{down}_bias": "bias"} if biases else {}),
+    }
+
+    def split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # one expert's (2H, ...) gate and up
+        return (x[::2], x[1::2]) if interleaved else tuple(x.chunk(2))
 
     def layout(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = {}
         for name, t in state.items():
             layer, found, leaf = name.partition(f".{module}.")
-            if not found or leaf not in (gate_up, down):
+            if not found or leaf not in leaves:
                 out[name] = t
                 continue
-            for e, w in enumerate(t.transpose(1, 2) if inputs_first else t):  # (2H, E) or (E, H)
-                parts = dict(zip(("gate", "up"), w.chunk(2), strict=True)) if leaf == gate_up else {"down": w}
-                out.update({f"{layer}.{module}.experts.{e}.{p}_proj.weight": x for p, x in parts.items()})
+            kind = leaves[leaf]
+            t = t.transpose(1, 2) if inputs_first and kind == "weight" else t  # (X, 2H, E) or (X, E, H)
+            for e, w in enumerate(t):
+                parts = dict(zip(("gate", "up"), split(w), strict=True)) if leaf.startswith(gate_up) else {"down": w}
+                out.update({f"{layer}.{module}.experts.{e}.{p}_proj.{kind}": x for p, x in parts.items()})
         return out
 
     def hf_layout(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
-        by: dict[str, dict[str, dict[int, torch.Tensor]]] = {}
+        by: dict[tuple[str, str], dict[str, dict[int, torch.Tensor]]] = {}
         for name, t in state.items():
             match = one.fullmatch(name)
             if match is None:
                 out[name] = t
                 continue
-            layer, e, p = match.groups()
-            by.setdefault(layer, {}).setdefault(p, {})[int(e)] = t
-        for layer, parts in by.items():
+            layer, e, p, kind = match.groups()
+            by.setdefault((layer, kind), {}).setdefault(p, {})[int(e)] = t
+        for (layer, kind), parts in by.items():
             gate, up, w2 = (torch.stack([w for _, w in sorted(parts[p].items())]) for p in ("gate", "up", "down"))
-            for leaf, w in ((gate_up, torch.cat([gate, up], dim=1)), (down, w2)):
-                out[f"{layer}.{module}.{leaf}"] = (w.transpose(1, 2) if inputs_first else w).contiguous()
+            w1 = torch.stack([gate, up], dim=2).flatten(1, 2) if interleaved else torch.cat([gate, up], dim=1)
+            suffix = "_bias" if kind == "bias" else ""
+            for leaf, w in ((gate_up, w1), (down, w2)):
+                w = w.transpose(1, 2) if inputs_first and kind == "weight" else w
+                out[f"{layer}.{module}.{leaf}{suffix}"] = w.contiguous()
         return out
 
     return layout, hf_layout
