@@ -1,7 +1,6 @@
 """Gemma (``GemmaForCausalLM``): Llama's table with a (1 + w) RMSNorm computed in float32 (``norm.offset: 1.0``),
 token embeddings times ``sqrt(hidden_size)`` rounded to the weights' dtype (``embedding: {scale, round_scale}``) and
-GeGLU with the tanh GELU. Gemma 2 and 3's shared rows are in rows_gemma, their local and global layers in layer_kinds.
-"""
+GeGLU with the tanh GELU. Gemma 2 and 3's rows are in rows_gemma, their local and global layers in layer_kinds."""
 
 from __future__ import annotations
 
