@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import layer_kinds as kinds
 from .gemma import GATED_FFN, GEMMA
+from .layer_kinds import local_global_layers
 from .rows import ACTIVATION
 from .rows_gemma import SANDWICH_RULES, SCALE, capped, renamed
 from .table import Fixed, Key
@@ -25,8 +25,7 @@ GEMMA2 = GEMMA.derive(
         SCALE,
         Key("attn_logit_softcapping", "attention.softcap", 50.0, read=capped),
         Key("final_logit_softcapping", "head.softcap", 30.0, read=capped),
-        kinds.local_global_layers(2),  # every other layer global, from the second
-        kinds.layer_types_option("Gemma 2"),
+        *local_global_layers("Gemma 2", 2),  # every other layer global, from the second
     ),
     defaults={"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8}
     | {"num_key_value_heads": 4, "hidden_activation": "gelu_pytorch_tanh"},

@@ -40,7 +40,8 @@ QK_NORM = Computed(
     requires={"attention.qk_norm": qk_norm},
 )
 
-ROPES = kinds.local_global_layers(  # the recipe's attention and rope are the local layers' (the more common kind)
+LAYERS = kinds.local_global_layers(  # the recipe's attention and rope are the local layers' (the more common kind)
+    "Gemma 3",
     None,
     lambda c: kinds.kind_ropes(c, {kinds.GLOBAL: c["rope_theta"], kinds.LOCAL: c["rope_local_base_freq"]}, nested=True),
     keys={**ROPE.keys, "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6},
@@ -56,9 +57,8 @@ GEMMA3 = GEMMA2.derive(
     drop=("rope", "rope_parameters.rope_type", "rope_parameters.partial_rotary_factor", "attn_logit_softcapping"),
     rows=(
         QK_NORM,
-        ROPES,
+        *LAYERS,
         *kinds.rope_options_per_kind("Gemma 3's attention rotates every head dim", rope_type=True),
-        kinds.layer_types_option("Gemma 3"),
         Unread(
             "attn_logit_softcapping",
             "transformers' Gemma 3 attention never applies it (QK-norm took the score cap's place), so zoo leaves "

@@ -304,16 +304,18 @@ def hf_gemma_layers(recipe: Any) -> dict[str, Any]:
 
 
 def local_global_layers(
+    family: str,
     pattern: int | None,
     ropes: Callable[[dict[str, Any]], dict[str, dict[str, Any]]] | None = None,
     *,
     keys: Mapping[str, Any] = {},
     requires: Mapping[str, Requirement] = {},
     legacy: tuple[str, ...] = (),
-) -> Computed:
-    """The ``layers`` row of Gemma 2 and 3: local and global layers (``layer_types``, else every ``pattern``-th
-    layer global; None: every ``sliding_window_pattern``-th) and, with ``ropes(config)``, each kind's rope (the
-    row then reads and writes the positional too; without, every layer has the stack's rope, as in Gemma 2)."""
+) -> tuple[Computed, Option]:
+    """The ``layers`` row of Gemma 2 and 3, and the refusal of other layer types (``layer_types_option``): local
+    and global layers (``layer_types``, else every ``pattern``-th layer global; None: every
+    ``sliding_window_pattern``-th) and, with ``ropes(config)``, each kind's rope (the row then reads and writes the
+    positional too; without, every layer has the stack's rope, as in Gemma 2)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         types = gemma_layer_types(config, pattern=pattern or config["sliding_window_pattern"])
@@ -324,7 +326,7 @@ def local_global_layers(
         out = hf_gemma_layers(recipe)
         return out if ropes is None else {**out, "rope_parameters": hf_kind_ropes(recipe)}
 
-    return Computed(
+    row = Computed(
         "local and global layers",
         keys={"sliding_window": 4096, "layer_types": None, **keys},
         paths=("attention.window", "layers") if ropes is None else ("positional.*", "attention.window", "layers"),
@@ -334,3 +336,4 @@ def local_global_layers(
         legacy=legacy,
         last=True,  # its overrides copy the attention as the other rows made it
     )
+    return row, layer_types_option(family)
