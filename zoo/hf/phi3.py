@@ -11,9 +11,9 @@ from ._common import stacked_qkv
 from .glm import FUSED_MLP
 from .gpt2 import QKV_WEIGHTS
 from .llama import BLOCK, COMMON, LAYER
-from .mapping import Option, Rule
+from .mapping import Rule
 from .mistral import MISTRAL
-from .rope import PHI3_ROPE_TYPES, rope_parameters, rope_type
+from .rope import PHI3_ROPE_TYPES, rope_options, rope_parameters, rope_type
 from .rows import rope
 from .rows_neox import dropout
 from .table import Fixed
@@ -63,8 +63,7 @@ PHI3 = MISTRAL.derive(
             write=_hf_longrope,
             requires={**PARTIAL.requires, "positional.scaling": ("none", "longrope")},
         ),
-        Option("rope_scaling", lambda v: v is None or rope_type(v) in ROPE_TYPES, ROPE_TYPE_WHY),
-        Option("rope_parameters.rope_type", lambda v: v is None or v in ROPE_TYPES, ROPE_TYPE_WHY),
+        *rope_options(ROPE_TYPES, ROPE_TYPE_WHY),
         Fixed("ffn.dropout", 0.0, imported=False),  # Phi3MLP has none: resid_pdrop is the recipe's dropout
         dropout("resid_pdrop", "embd_pdrop"),  # after each sub-layer, and (written, not read) after the embedding
     ),
