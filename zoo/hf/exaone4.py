@@ -27,8 +27,7 @@ def fill_types(config: dict[str, Any], lists: dict[str, list[Any]]) -> list[str]
 
 
 def hybrid(recipe: Any) -> str | None:
-    """A requirement: each layer slides over the one window with RoPE, or sees every key with or without RoPE
-    (without, when any layer slides)."""
+    """A requirement: layers slide over one window with RoPE, or see every key (NoPE beside sliding layers)."""
     attentions = layer_attentions(recipe)
     windows = {a.window for a in attentions} - {None}
     if len(windows) > 1:

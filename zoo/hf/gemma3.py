@@ -1,40 +1,15 @@
-"""Gemma 3, text only (``Gemma3ForCausalLM``, model_type ``gemma3_text``): Gemma 2's layout with QK-norm (a
-(1 + w) RMSNorm over each head, before the rotation) in place of the score cap, five local layers to one global
-(``sliding_window_pattern: 6``, or ``layer_types``), and a rope for each kind: local layers rotate with base 10,000
-(``rope_local_base_freq``), global ones with ``rope_theta``, scaled by ``rope_scaling`` (transformers 4's keys), or
-each kind's ``rope_parameters`` (transformers 5's). Its YaRN always truncates (transformers 5 reads ``truncate``
-from the top of the nested ``rope_parameters``, where it never is). The recipe's attention and positional are
-those of the more common kind (the local layers); the other layers override the attention with their ``rotary``.
-"""
+"""Gemma 3, text only (``Gemma3ForCausalLM``, model_type ``gemma3_text``): Gemma 2 with QK-norm (a (1 + w) RMSNorm
+over each head, before the rotation) for the score cap, five local layers to one global, and a rope of each kind:
+local ones of base ``rope_local_base_freq``, global ones ``rope_theta`` and ``rope_scaling`` (4.x), or per kind."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from . import layer_kinds as kinds
-from .gemma2 import GEMMA2, LAYERS
-from .rope import rope_spec
+from .gemma2 import GEMMA2
 from .rows import ROPE
 from .table import Computed, Unread
-
-
-def ropes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The zoo rope of each kind of layer, as transformers' ``Gemma3TextConfig`` assembles them: its
-    ``rope_parameters``, else ``rope_theta`` (global), ``rope_local_base_freq`` (local) and ``rope_scaling``
-    (global layers only)."""
-    given = config["rope_parameters"] or {}
-    out = {}
-    for kind, base in ((kinds.GLOBAL, config["rope_theta"]), (kinds.LOCAL, config["rope_local_base_freq"])):
-        params = dict(given.get(kind) or {"rope_type": "default"})
-        if kind == kinds.GLOBAL and config["rope_scaling"]:
-            params.update(config["rope_scaling"])
-        params.setdefault("rope_theta", base)
-        # Nested parameters: transformers reads no top-level original_max_position_embeddings, and truncates.
-        spec = rope_spec({**config, "original_max_position_embeddings": None}, params)
-        spec.pop("truncate", None)
-        out[kind] = spec
-    return out
 
 
 def truncated(recipe: Any) -> str | None:
@@ -46,17 +21,9 @@ def truncated(recipe: Any) -> str | None:
 
 def qk_norm(recipe: Any) -> str | None:
     """A requirement: queries and keys normalised per head by Gemma's (1 + w) RMSNorm at the model's eps."""
-    attention = recipe.attention
-    norm = attention.qk_norm
-    fits = (
-        norm is not None
-        and norm.type == "rmsnorm"
-        and norm.affine
-        and norm.offset == 1.0
-        and norm.eps == recipe.norm.eps
-        and attention.qk_norm_scope == "head"
-    )
-    if not fits:
+    attention, norm = recipe.attention, recipe.attention.qk_norm
+    want = {"type": "rmsnorm", "affine": True, "offset": 1.0, "eps": recipe.norm.eps}
+    if norm is None or {k: getattr(norm, k, None) for k in want} != want or attention.qk_norm_scope != "head":
         return (
             f"attention.qk_norm is {None if norm is None else norm.model_dump()} (scope {attention.qk_norm_scope}), "
             f"needs {{type: rmsnorm, eps: {recipe.norm.eps}, offset: 1.0}} per head (Gemma 3's q_norm and k_norm)"
@@ -68,32 +35,19 @@ QK_NORM = Computed(
     "qk norm",
     keys={},
     paths=("attention.qk_norm", "attention.qk_norm_scope"),
-    read=lambda config, recipe: {
-        "attention.qk_norm": {"type": "rmsnorm", "eps": config["rms_norm_eps"], "offset": 1.0}
-    },
+    read=lambda c, recipe: {"attention.qk_norm": {"type": "rmsnorm", "eps": c["rms_norm_eps"], "offset": 1.0}},
     write=lambda recipe, weights: {"attn_logit_softcapping": None},  # the score cap QK-norm replaced: none
     requires={"attention.qk_norm": qk_norm},
 )
 
-ROPES = replace(  # a rope of each layer kind: the layers row writes the recipe's positional and the others' rotary
-    LAYERS,
-    keys={**LAYERS.keys, **ROPE.keys, "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6},
-    paths=("positional.*", *LAYERS.paths),
-    read=lambda config, recipe: kinds.local_global(
-        kinds.gemma_layer_types(config, pattern=config["sliding_window_pattern"]),
-        recipe["attention"],
-        config["sliding_window"],
-        ropes(config),
-    ),
-    write=lambda recipe, weights: {**kinds.hf_gemma_layers(recipe), "rope_parameters": kinds.hf_kind_ropes(recipe)},
-    requires={
-        **ROPE.requires,
-        "positional.truncate": truncated,
-        "layers": lambda recipe: kinds.gemma_layers_fit(recipe, one_rope=False),
-    },
+LAYERS = kinds.local_global_layers(  # the recipe's attention and rope are the local layers' (the more common kind)
+    "Gemma 3",
+    None,
+    lambda c: kinds.kind_ropes(c, {kinds.GLOBAL: c["rope_theta"], kinds.LOCAL: c["rope_local_base_freq"]}, nested=True),
+    keys={**ROPE.keys, "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6},
+    requires={**ROPE.requires, "positional.truncate": truncated},  # YaRN: transformers 5 reads no nested truncate
     legacy=("rope_theta", "rope_local_base_freq", "rope_scaling", "sliding_window_pattern"),  # transformers 4's
 )
-
 
 GEMMA3 = GEMMA2.derive(
     "gemma3",
@@ -103,9 +57,8 @@ GEMMA3 = GEMMA2.derive(
     drop=("rope", "rope_parameters.rope_type", "rope_parameters.partial_rotary_factor", "attn_logit_softcapping"),
     rows=(
         QK_NORM,
-        ROPES,
+        *LAYERS,
         *kinds.rope_options_per_kind("Gemma 3's attention rotates every head dim", rope_type=True),
-        kinds.layer_types_option("Gemma 3"),
         Unread(
             "attn_logit_softcapping",
             "transformers' Gemma 3 attention never applies it (QK-norm took the score cap's place), so zoo leaves "
@@ -117,10 +70,6 @@ GEMMA3 = GEMMA2.derive(
             "local, as transformers reads them",
         ),
     ),
-    defaults={
-        "vocab_size": 262208,
-        "max_position_embeddings": 131072,
-        "rope_theta": 1_000_000.0,
-        "final_logit_softcapping": None,
-    },
+    defaults={"vocab_size": 262208, "max_position_embeddings": 131072, "rope_theta": 1_000_000.0}
+    | {"final_logit_softcapping": None},
 )

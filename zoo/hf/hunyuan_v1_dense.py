@@ -1,7 +1,6 @@
 """HunYuan dense (``HunYuanDenseV1ForCausalLM``, Hunyuan-0.5B to 7B): Llama's network with a per-head RMSNorm
-(``query_layernorm``, ``key_layernorm``) on the queries and keys after RoPE has rotated them. A ``dynamic`` rope with
-an ``alpha`` is a fixed NTK stretch of the base, imported (and exported) as that base, unscaled.
-"""
+(``query_layernorm``, ``key_layernorm``) on the queries and keys after RoPE. A ``dynamic`` rope with an ``alpha``
+is a fixed NTK stretch of the base, imported (and exported) as that base, unscaled."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from typing import Any
 from zoo.errors import HFImportError
 
 from .mapping import Option, Requirement
-from .rope import ROPE_SCALINGS, ROPE_TYPE_WHY, hf_rope_parameters
+from .rope import ROPE_SCALINGS, ROPE_TYPE_WHY, hf_rope_parameters, rope_spec
 from .rows import layer_attentions, only_attention_differs, per_layer_attention, selector, uses_rope
 from .table import Computed
 
@@ -118,6 +118,29 @@ def hf_kind_ropes(recipe: Any) -> dict[str, dict[str, Any]]:
     for attention in layer_attentions(recipe):
         ropes[sliding_or_full(attention)] = attention.rotary or recipe.positional
     return {kind: hf_rope_parameters(rope) for kind, rope in ropes.items()}
+
+
+def kind_ropes(
+    config: dict[str, Any], bases: Mapping[str, float], *, flat: bool = False, nested: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The zoo rope of each kind of layer (OLMo 3, Gemma 3), the way back of ``hf_kind_ropes``: each kind's
+    ``rope_parameters`` (with ``flat``, parameters not nested by kind are both kinds'), else an unscaled rope;
+    transformers 4's ``rope_scaling`` scales the full layers only, and a kind without a ``rope_theta`` rotates with
+    ``bases[kind]``. ``nested``: as transformers reads nested parameters (no top-level
+    ``original_max_position_embeddings``, and YaRN always truncating: Gemma 3)."""
+    given = config["rope_parameters"] or {}
+    if flat and given and not set(given) <= set(bases):  # one set of parameters for both kinds
+        given = dict.fromkeys(bases, given)
+    out = {}
+    for kind, base in bases.items():
+        params = dict(given.get(kind) or {"rope_type": "default"})
+        if kind == FULL and config["rope_scaling"]:
+            params.update(config["rope_scaling"])
+        params.setdefault("rope_theta", base)
+        out[kind] = rope_spec({**config, "original_max_position_embeddings": None} if nested else config, params)
+        if nested:
+            out[kind].pop("truncate", None)
+    return out
 
 
 def rope_options_per_kind(why: str, *, rope_type: bool = False) -> tuple[Option, ...]:
@@ -278,3 +301,39 @@ def hf_gemma_layers(recipe: Any) -> dict[str, Any]:
         "layer_types": [LOCAL if w is not None else GLOBAL for w in windows],
         "sliding_window": window if window is not None else (recipe.max_len or 4096),  # unused: no layer slides
     }
+
+
+def local_global_layers(
+    family: str,
+    pattern: int | None,
+    ropes: Callable[[dict[str, Any]], dict[str, dict[str, Any]]] | None = None,
+    *,
+    keys: Mapping[str, Any] = {},
+    requires: Mapping[str, Requirement] = {},
+    legacy: tuple[str, ...] = (),
+) -> tuple[Computed, Option]:
+    """The ``layers`` row of Gemma 2 and 3, and the refusal of other layer types (``layer_types_option``): local
+    and global layers (``layer_types``, else every ``pattern``-th layer global; None: every
+    ``sliding_window_pattern``-th) and, with ``ropes(config)``, each kind's rope (the row then reads and writes the
+    positional too; without, every layer has the stack's rope, as in Gemma 2)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        types = gemma_layer_types(config, pattern=pattern or config["sliding_window_pattern"])
+        per_kind = dict.fromkeys((LOCAL, GLOBAL), recipe["positional"]) if ropes is None else ropes(config)
+        return local_global(types, recipe["attention"], config["sliding_window"], per_kind)
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        out = hf_gemma_layers(recipe)
+        return out if ropes is None else {**out, "rope_parameters": hf_kind_ropes(recipe)}
+
+    row = Computed(
+        "local and global layers",
+        keys={"sliding_window": 4096, "layer_types": None, **keys},
+        paths=("attention.window", "layers") if ropes is None else ("positional.*", "attention.window", "layers"),
+        read=read,
+        write=write,
+        requires={**requires, "layers": lambda recipe: gemma_layers_fit(recipe, one_rope=ropes is None)},
+        legacy=legacy,
+        last=True,  # its overrides copy the attention as the other rows made it
+    )
+    return row, layer_types_option(family)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Any
 
 from zoo.errors import HFImportError
@@ -214,14 +215,15 @@ ROPE_TYPE_WHY = (
 )
 
 
-def _known_type(params: Any) -> bool:
-    return params is None or (params.get("rope_type") or params.get("type") or "default") in ROPE_SCALINGS
+def rope_options(types: Collection[str], why: str) -> tuple[Option, ...]:
+    """The refusals of every rope type but ``types`` (``why``), in 4.x ``rope_scaling`` and in ``rope_parameters``."""
+    return (
+        Option("rope_scaling", lambda v: v is None or rope_type(v) in types, why),
+        Option("rope_parameters.rope_type", lambda v: v is None or v in types, why),
+    )
 
 
-ROPE_OPTIONS = (
-    Option("rope_scaling", _known_type, ROPE_TYPE_WHY),
-    Option("rope_parameters.rope_type", lambda v: v is None or v in ROPE_SCALINGS, ROPE_TYPE_WHY),
-)
+ROPE_OPTIONS = rope_options(ROPE_SCALINGS, ROPE_TYPE_WHY)
 """RoPE frequency scalings zoo computes exactly (every family's that reads its rope through this module)."""
 
 

@@ -1,7 +1,6 @@
 """StableLM 2 and StableLM 3B 4E1T (``StableLmForCausalLM``): Llama's decoder with biased LayerNorms, RoPE over the
 first ``partial_rotary_factor`` of each head (rotate-half pairs), optional q/k/v biases (``use_qkv_bias``) and, with
-``use_parallel_residual``, attention and SwiGLU in parallel from one shared norm. Per-head query/key norms
-(``qk_layernorm``, StableLM 2 12B) are refused."""
+``use_parallel_residual``, attention and SwiGLU in parallel from one shared norm."""
 
 from __future__ import annotations
 
@@ -51,7 +50,7 @@ STABLELM = LLAMA.derive(
             requires={"block.shared_norm": one_norm_in_parallel},
         ),
         Key("hidden_dropout", "dropout", 0.0),
-        Refused(
+        Refused(  # StableLM 2 12B's
             "qk_layernorm",
             lambda v: not v,
             "StableLM normalises the queries and keys of each head with that head's own LayerNorm (no bias); "

@@ -1,8 +1,7 @@
-"""StarCoder2 (``Starcoder2ForCausalLM``): Llama's table with LayerNorm (with bias) for RMSNorm, one ``use_bias``
-for all four attention projections and the MLP, a sliding window, a two-layer MLP ``c_proj(gelu_tanh(c_fc(x)))``
-and a tied head by default. ``residual_dropout`` (attention and MLP outputs) and ``embedding_dropout`` are the
-recipe's one ``dropout``, so they must be equal; ``attention_dropout`` is the attention's.
-"""
+"""StarCoder2 (``Starcoder2ForCausalLM``): Llama's table with biased LayerNorms, one ``use_bias`` for the attention
+and MLP projections, a sliding window, a two-layer MLP ``c_proj(gelu_tanh(c_fc(x)))``, a tied head by default, and
+``residual_dropout`` and ``embedding_dropout`` as the one ``dropout``. Llama's heads row reads and writes the
+``head_dim`` that Starcoder2Attention (not Starcoder2Config) reads."""
 
 from __future__ import annotations
 
@@ -12,24 +11,22 @@ from typing import Any
 from zoo.errors import HFImportError
 
 from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA
-from .mapping import HF_ACTIVATIONS, Rule, activation_option
+from .mapping import HF_ACTIVATIONS, activation_option
 from .rows import BIAS_FIELDS, plain_mlp
+from .rows_neox import dropout, layernorm, linear_rules
 from .table import Computed, Fixed, Key
 
-WB = ("weight", "bias")
-MLP_NAMES = (("c_fc", "up_proj"), ("c_proj", "down_proj"))
+MLP_NAMES = ("mlp.c_fc ffn.up_proj", "mlp.c_proj ffn.down_proj")
 RULES = (
     COMMON[0],  # the embeddings
-    *(Rule(f"{LAYER}.input_layernorm.{kind}", f"{BLOCK}.attention_norm.{kind}") for kind in WB),
+    *linear_rules(f"{LAYER}.", f"{BLOCK}.", "input_layernorm attention_norm"),
     *ATTENTION,
-    *(Rule(f"{LAYER}.post_attention_layernorm.{kind}", f"{BLOCK}.ffn_norm.{kind}") for kind in WB),
-    *(Rule(f"{LAYER}.mlp.{hf}.{kind}", f"{BLOCK}.ffn.{zoo}.{kind}") for hf, zoo in MLP_NAMES for kind in WB),
-    *(Rule(f"model.norm.{kind}", f"final_norm.{kind}") for kind in WB),
+    *linear_rules(f"{LAYER}.", f"{BLOCK}.", "post_attention_layernorm ffn_norm", *MLP_NAMES),
+    *linear_rules("model.", "", "norm final_norm"),
     COMMON[-1],  # the head, only when untied
 )
 
-HF_ACTS = {**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}
-"""zoo activation -> StarCoder2's ``hidden_act`` on export (torch's tanh GELU, as the published models use)."""
+HF_ACTS = {**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}  # on export, torch's tanh GELU as published
 
 MLP = plain_mlp()
 
@@ -59,8 +56,7 @@ STARCODER2 = LLAMA.derive(
     recipes=("starcoder2-3b",),
     drop=("attention_bias", "mlp_bias", "pretraining_tp", "rms_norm_eps", "sliding_window"),
     rows=(
-        Fixed("norm.type", "layernorm"),
-        Key("norm_epsilon", "norm.eps", 1e-5),
+        *layernorm("norm_epsilon"),
         Computed(
             "biases",
             keys={"use_bias": True},
@@ -76,17 +72,9 @@ STARCODER2 = LLAMA.derive(
         activation_option("hidden_act", "StarCoder2"),
         Fixed("ffn.dropout", 0.0, imported=False),  # Starcoder2MLP's own dropout is residual_dropout (the recipe's)
         Key("sliding_window", "attention.window", None),
-        Computed(
-            "dropout",
-            keys={"residual_dropout": 0.0, "embedding_dropout": 0.0},
-            paths=("dropout",),
-            read=_dropout,
-            write=lambda recipe, weights: {"residual_dropout": recipe.dropout, "embedding_dropout": recipe.dropout},
-        ),
+        replace(dropout("residual_dropout", "embedding_dropout"), read=_dropout),
     ),
     defaults={"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30}
     | {"num_attention_heads": 24, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh"}
     | {"max_position_embeddings": 4096, "tie_word_embeddings": True},
 )
-"""Starcoder2Config has no head_dim attribute, but Starcoder2Attention reads one a config gives: Llama's heads row
-reads and writes it."""

@@ -1,0 +1,74 @@
+"""Rows that Gemma 2 and Gemma 3 share: the sandwich norms' weight table, a row read and written under other key
+names, the score scale ``query_pre_attn_scalar ** -0.5`` and the soft caps' reader."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA_RULES
+from .mapping import Rule
+from .table import Computed
+
+SANDWICH_RULES = (
+    *COMMON[:2],  # the embeddings, the attention's input norm
+    *ATTENTION,
+    *(Rule(f"{LAYER}.self_attn.{p}_norm.weight", f"{BLOCK}.attention.{p}_norm.weight") for p in "qk"),  # Gemma 3
+    Rule(f"{LAYER}.post_attention_layernorm.weight", f"{BLOCK}.attention_post_norm.weight"),
+    Rule(f"{LAYER}.pre_feedforward_layernorm.weight", f"{BLOCK}.ffn_norm.weight"),
+    *(r for r in LLAMA_RULES if ".mlp." in r.hf_names[0]),
+    Rule(f"{LAYER}.post_feedforward_layernorm.weight", f"{BLOCK}.ffn_post_norm.weight"),
+    *COMMON[-2:],  # the final norm and the head (only when untied)
+)
+"""Gemma 2 and 3: a norm before and after each sub-layer (``post_attention_layernorm`` is the one *after*
+attention here, where in Gemma and Llama it is the FFN's input norm)."""
+
+
+def renamed(row: Computed, **names: str) -> Computed:
+    """``row`` reading and writing config keys under other names (``hidden_activation="hidden_act"``: Gemma 2's
+    key for what Gemma's row calls ``hidden_act``)."""
+    theirs = {old: new for new, old in names.items()}
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        return row.read({**config, **{old: config[new] for new, old in names.items()}}, recipe)
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {theirs.get(k, k): v for k, v in row.write(recipe, weights).items()}
+
+    return replace(row, keys={theirs.get(k, k): v for k, v in row.keys.items()}, read=read, write=write)
+
+
+def attention_scale(config: dict[str, Any]) -> float | None:
+    """The score scale ``query_pre_attn_scalar ** -0.5``; None where that is zoo's default 1/sqrt(head_dim)."""
+    scalar = config["query_pre_attn_scalar"]
+    head_dim = config["head_dim"] or config["hidden_size"] // config["num_attention_heads"]
+    return None if scalar == head_dim else float(scalar) ** -0.5
+
+
+def query_pre_attn_scalar(recipe: Any) -> int:
+    """The integer ``query_pre_attn_scalar`` of a recipe's score scale (the way back of ``attention_scale``)."""
+    scale = recipe.attention.scale
+    return recipe.attention.head_dim_for(recipe.d_model) if scale is None else round(scale**-2)
+
+
+def integer_scalar(recipe: Any) -> str | None:
+    """A requirement: the score scale is ``q ** -0.5`` for an integer ``q`` (the config holds the integer)."""
+    scale = recipe.attention.scale
+    if scale is not None and float(query_pre_attn_scalar(recipe)) ** -0.5 != scale:
+        return f"attention.scale is {scale}, needs query_pre_attn_scalar ** -0.5 for an integer query_pre_attn_scalar"
+    return None
+
+
+SCALE = Computed(
+    "scale",
+    keys={"query_pre_attn_scalar": 256},
+    paths=("attention.scale",),
+    read=lambda config, recipe: {} if attention_scale(config) is None else {"attention.scale": attention_scale(config)},
+    write=lambda recipe, weights: {"query_pre_attn_scalar": query_pre_attn_scalar(recipe)},
+    requires={"attention.scale": integer_scalar},
+)
+
+
+def capped(value: float | None) -> float | None:
+    """A soft cap (``attn_logit_softcapping``, ``final_logit_softcapping``): None is none."""
+    return None if value is None else float(value)
