@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.components.heads.embedding import EmbeddingHead
 from zoo.errors import CheckpointError, PredictError
 from zoo.limits import check_int
 from zoo.locate import ModelFolder, locate
@@ -199,6 +200,9 @@ def embed(
         raise PredictError(f"{folder.given} holds a {arch} model: zoo predict --embed reads a text encoder or decoder")
     notes = [folder.note] if folder.note else []
     declared_pooling, declared_normalize = _sentence_transformers(_hf_files(folder))
+    head = model.recipe.head
+    if head.type == "embedding":  # the model's own embedding head says how, unless the flags do
+        declared_pooling, declared_normalize = head.pool, head.normalize
     if pooling is None:
         pooling = declared_pooling or ("mean" if arch == "encoder" else "last")
         if declared_pooling is None:
@@ -208,10 +212,8 @@ def embed(
     vectors = []
     for item in texts:
         ids, _ = text.classify_ids(item, position_limit(model.recipe))
-        h = model(torch.tensor([ids], device=_device(model))).hidden_states[0].float()  # (L, E)
-        v = h.mean(dim=0) if pooling == "mean" else h[0] if pooling == "cls" else h[-1]
-        if normalize:
-            v = torch.nn.functional.normalize(v, dim=0)
+        h = model(torch.tensor([ids], device=_device(model))).hidden_states.float()  # (1, L, E)
+        v = EmbeddingHead(h.shape[-1], pool=pooling, normalize=normalize)(h)[0]
         vectors.append(tuple(v.cpu().tolist()))
     return Embeddings(str(folder.given), pooling, normalize, tuple(notes), tuple(texts), tuple(vectors))
 

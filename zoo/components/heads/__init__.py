@@ -4,8 +4,8 @@ Every head has ``forward(h, *, mask=None)`` (``mask``: (N, L) bool, True on real
 ``loss(logits, labels)``; the model decides which positions the labels align with.
 
 The package holds one file per head, its module and its config: ``lm``, ``masked_lm``, ``classification`` (with
-the pooler it may apply, itself a head) and ``token_classification``; ``base`` holds what they share (the loss,
-pooling, the dense ``Transform``).
+the pooler it may apply, itself a head), ``token_classification`` and ``embedding`` (sentence vectors); ``base``
+holds what they share (the loss, pooling, the dense ``Transform``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from zoo.hookspecs import hookimpl
 
 from .base import Activation, Transform, _tying, cross_entropy, pool, transform_params
 from .classification import ClassificationHead, ClassificationHeadConfig, Pooler, PoolerConfig
+from .embedding import EmbeddingHead, EmbeddingHeadConfig
 from .lm import LMHead, LMHeadConfig
 from .masked_lm import MaskedLMHead, MaskedLMHeadConfig
 from .token_classification import TokenClassificationHead, TokenClassificationHeadConfig
@@ -34,6 +35,8 @@ __all__ = [
     "ClassificationHeadConfig",
     "TokenClassificationHeadConfig",
     "PoolerConfig",
+    "EmbeddingHead",
+    "EmbeddingHeadConfig",
     "_tying",
 ]
 
@@ -44,4 +47,5 @@ def register_components(register):
     register("head", "mlm", MaskedLMHead, MaskedLMHeadConfig)
     register("head", "classification", ClassificationHead, ClassificationHeadConfig)
     register("head", "pooler", Pooler, PoolerConfig)
+    register("head", "embedding", EmbeddingHead, EmbeddingHeadConfig)
     register("head", "token_classification", TokenClassificationHead, TokenClassificationHeadConfig)

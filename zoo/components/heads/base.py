@@ -24,9 +24,15 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
-    """(N, L, E) -> (N, E): the first ([CLS]) vector, or the mean over real (unpadded) positions."""
+    """(N, L, E) -> (N, E): the first ([CLS]) vector, the last real one (a decoder's summary of its sequence; left
+    or right padding alike) or the mean over real (unpadded) positions."""
     if how == "cls":
         return h[:, 0]
+    if how == "last":
+        if mask is None:
+            return h[:, -1]
+        last = (mask.long() * torch.arange(1, h.shape[1] + 1, device=h.device)).argmax(dim=1)  # (N,)
+        return h[torch.arange(h.shape[0], device=h.device), last]
     if mask is None:
         return h.mean(dim=1)
     weights = mask.to(h.dtype).unsqueeze(-1)  # (N, L, 1)
