@@ -286,9 +286,10 @@ FAST = {
         ("distilbert-tiny", {}),
         ("modernbert-tiny", {}),
         ("bigbird-tiny", {}),
+        ("ernie-tiny", {}),
         ("roberta-tiny", {"head": {"type": "classification", "pooler": True}, "num_classes": 4}),
     ],
-    ids=["roberta-mlm", "distilbert-mlm", "modernbert-mlm", "bigbird-mlm", "roberta-classifier"],
+    ids=["roberta-mlm", "distilbert-mlm", "modernbert-mlm", "bigbird-mlm", "ernie-mlm", "roberta-classifier"],
 )
 def test_every_tiny_encoder_family_trains(tmp_path, name, overrides):
     from zoo.train import train
@@ -302,7 +303,7 @@ def test_every_tiny_encoder_family_trains(tmp_path, name, overrides):
 # ---------------------------------------------------------------------------------------------- the commands
 
 
-@pytest.mark.parametrize("name", ["roberta-tiny", "distilbert-tiny", "modernbert-tiny", "bigbird-tiny"])
+@pytest.mark.parametrize("name", ["roberta-tiny", "distilbert-tiny", "modernbert-tiny", "bigbird-tiny", "ernie-tiny"])
 def test_zoo_import_and_export_round_trip_each_family(name, tmp_path):
     import typer
     from safetensors.torch import load_file

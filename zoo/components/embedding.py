@@ -23,6 +23,8 @@ class TokenEmbedding(nn.Module):
 
     With ``proj_dim`` the token table is ``proj_dim`` wide and a bias-free ``project_in`` (proj_dim -> E)
     brings its vectors to the model's width (OPT-350m: 512 -> 1024); scaling and segments come after it.
+    With ``task_types`` a task-type table (ERNIE's) adds task 0's vector to every token, as transformers does
+    when no task ids are given.
 
     Shapes: ids (N, L) -> (N, L, E).
     """
@@ -38,6 +40,7 @@ class TokenEmbedding(nn.Module):
         multiplier: float = 1.0,
         proj_dim: int | None = None,
         type_vocab_size: int = 0,
+        task_types: int = 0,
         device=None,
         dtype=None,
     ) -> None:
@@ -48,6 +51,7 @@ class TokenEmbedding(nn.Module):
         self.project_in = nn.Linear(width, d_model, bias=False, **factory) if proj_dim is not None else None
         # BERT adds a learned segment vector; sentence A (type 0) is the default.
         self.token_type = nn.Embedding(type_vocab_size, d_model, **factory) if type_vocab_size else None
+        self.task_type = nn.Embedding(task_types, d_model, **factory) if task_types else None
         # The original Transformer multiplies by sqrt(d_model) so the embeddings are not drowned
         # by the positional signal, whose entries are of order 1.
         self.scale = math.sqrt(d_model) if scale else 1.0
@@ -70,12 +74,14 @@ class TokenEmbedding(nn.Module):
             x = x * self.multiplier
         if self.token_type is not None:
             x = x + (self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids))
+        if self.task_type is not None:
+            x = x + self.task_type.weight[0]  # task 0, transformers' default
         return x
 
     def shard_tensor(self, mesh: Any) -> None:
         """Tensor parallelism (``zoo.tensor_parallel``): the vocabulary splits over the ranks (each looks up the ids
-        of its rows, zeros for the rest, and the ranks' lookups are summed); token types and ``project_in`` stay
-        whole."""
+        of its rows, zeros for the rest, and the ranks' lookups are summed); token and task types and ``project_in``
+        stay whole."""
         from torch.distributed.tensor import Replicate
         from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
@@ -145,6 +151,13 @@ class TokenEmbeddingConfig(ComponentConfig):
         description="Width of the token table, projected to d_model by a bias-free linear (OPT-350m: 512); "
         "default d_model, no projection. A tied lm head projects back to it (head.proj_dim).",
     )
+    task_types: int = Field(
+        0,
+        ge=0,
+        le=MAX_WIDTH,
+        description="Rows of a task-type table whose first row is added to every token (ERNIE's use_task_id, "
+        "task_type_vocab_size: 3); default 0, no table.",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -153,6 +166,7 @@ class TokenEmbeddingConfig(ComponentConfig):
         {"multiplier": 12.0},
         {"scale": True, "multiplier": 0.5},
         {"proj_dim": 8},
+        {"task_types": 3},
     )
 
     def check(self, ctx: BuildContext) -> list[str]:
@@ -166,17 +180,19 @@ class TokenEmbeddingConfig(ComponentConfig):
     def cost(self, ctx: BuildContext) -> Cost:
         # V·E token table plus a segment table; a lookup multiplies nothing. With proj_dim P: a V·P table
         # and the P·E projection, which multiplies.
-        E = ctx.d_model
+        E, tables = ctx.d_model, ctx.type_vocab_size + self.task_types
         if self.proj_dim is None:
-            return Cost(params=(ctx.vocab_size + ctx.type_vocab_size) * E)
+            return Cost(params=(ctx.vocab_size + tables) * E)
         P = self.proj_dim
-        return Cost(params=ctx.vocab_size * P + P * E + ctx.type_vocab_size * E, matmul=P * E, acts=P)
+        return Cost(params=ctx.vocab_size * P + P * E + tables * E, matmul=P * E, acts=P)
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
         E, proj = ctx.d_model, self.proj_dim
         lines = [f"{ctx.vocab_size} × {E}" if proj is None else f"{ctx.vocab_size} × {proj}, linear {proj} → {E}"]
         if ctx.type_vocab_size:
             lines.append(f"+ segment embedding {ctx.type_vocab_size} × {E}")
+        if self.task_types:
+            lines.append(f"+ task embedding {self.task_types} × {E} (task 0)")
         if self.scale:
             lines.append("scaled by √d_model")
         if self.multiplier != 1.0:
