@@ -36,7 +36,7 @@ CODEGEN = GPT2.derive(
         Fixed("block.shared_norm", True),
         Require("d_model", lambda r: None if r.d_model % MP == 0 else f"d_model is {r.d_model}, needs a multiple of 4"),
         defers_to("gptj", "codegen"),
-        *rotary_dim("CodeGen"),
+        *rotary_dim("rotary_dim=None is not supported: with n_head={heads} no head is n_embd wide"),
         biases(False),
         Fixed("head.tie_embeddings", False),
         Fixed("head.bias", True),

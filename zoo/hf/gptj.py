@@ -30,6 +30,10 @@ RULES = (
     *linear_rules("", "", "transformer.ln_f final_norm", "lm_head head.proj"),
 )
 
+NO_ROTARY_DIM = (
+    "rotary_dim=None with n_head={heads} is not supported: GPT-J then builds its cos/sin table n_embd ({n_embd}) "
+    "wide, which fits no head of {head_dim} dims (transformers fails too)"
+)
 IGNORED = (f"{LAYER}.attn.bias", f"{LAYER}.attn.masked_bias")  # causal-mask buffers of older checkpoints
 
 
@@ -51,7 +55,7 @@ GPTJ = family(
         mha("n_head", 16),
         Key("attn_pdrop", "attention.dropout", 0.0),
         biases(False),
-        *rotary_dim("GPT-J"),
+        *rotary_dim(NO_ROTARY_DIM),
         *layernorm("layer_norm_epsilon"),
         *mlp("activation_function", "gelu_new", "GPT-J"),
         wider("n_inner", "n_embd"),

@@ -45,8 +45,8 @@ def hidden_act(ffn: Any) -> str:
 def heads(*, head_dim: bool | Literal["unless implied"] = True) -> Computed:
     """Query heads, key/value heads (MHA when equal, else GQA) and, with ``head_dim``, the head width (without it,
     the config has no such key: heads of ``hidden_size / num_attention_heads``; ``"unless implied"``: the family's
-    config has no such field but its attention reads one a config.json gives, so it is read and written only when
-    the heads do not make up ``hidden_size``)."""
+    config has no such field but its attention reads one a config.json gives, so it is written only when the
+    heads do not make up ``hidden_size``)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         count = config["num_attention_heads"]
@@ -54,8 +54,7 @@ def heads(*, head_dim: bool | Literal["unless implied"] = True) -> Computed:
         out: dict[str, Any] = {"attention.type": "mha", "attention.num_heads": count}
         if kv_heads != count:
             out.update({"attention.type": "gqa", "attention.num_kv_heads": kv_heads})
-        implied = config["hidden_size"] // count if head_dim == "unless implied" else None
-        if head_dim and config["head_dim"] not in (None, implied):
+        if head_dim and config["head_dim"] is not None:
             out["attention.head_dim"] = config["head_dim"]
         return out
 

@@ -200,18 +200,16 @@ def lm_head(tied: bool) -> tuple[Row, ...]:
     return (Fixed("head.type", "lm"), Key("tie_word_embeddings", "head.tie_embeddings", tied, read=bool))
 
 
-def rotary_dim(family: str) -> tuple[Row, ...]:
+def rotary_dim(why: str) -> tuple[Row, ...]:
     """RoPE over the first ``rotary_dim`` dims of each head, in adjacent pairs, base 10000 (fixed in the code: no
     config key), GPT-J's and CodeGen's. ``rotary_dim`` None is the whole of a single head; with several heads the
-    cos/sin table is then n_embd wide and fits no head: refused."""
+    cos/sin table is then n_embd wide and fits no head: refused, saying ``why`` (formatted with ``heads``,
+    ``n_embd`` and ``head_dim``)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         heads, head_dim, rotated = config["n_head"], config["n_embd"] // config["n_head"], config["rotary_dim"]
         if rotated is None and heads != 1:
-            raise HFImportError(
-                f"rotary_dim=None with n_head={heads} is not supported: {family} then builds its cos/sin table "
-                f"n_embd ({config['n_embd']}) wide, which fits no head of {head_dim} dims (transformers fails too)"
-            )
+            raise HFImportError(why.format(heads=heads, n_embd=config["n_embd"], head_dim=head_dim))
         return {"positional.rotary_fraction": rotary_fraction(head_dim if rotated is None else rotated, head_dim)}
 
     def write(recipe: Any, weights: Any) -> dict[str, Any]:
