@@ -269,6 +269,35 @@ def qk_norm(scope: Literal["head", "projection"] = "head", *, family: str | None
     )
 
 
+def head_qk_norm(why: str, *, offset: float = 0.0, position: str = "before_rope") -> Computed:
+    """QK-norm by an affine RMSNorm of ``rms_norm_eps`` over each head, of weight ``offset + w`` (Gemma 3: 1.0), before
+    RoPE or at ``position`` (HunYuan: after_rope); the config says only that it is there. ``why`` is the refusal, its
+    ``{shown}``, ``{scope}`` and ``{eps}`` filled in. It owns the scope (before RoPE) or the position."""
+    field, value = ("qk_norm_scope", "head") if position == "before_rope" else ("qk_norm_position", position)
+    placed = {} if position == "before_rope" else {"attention.qk_norm_position": position}
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        norm = {"type": "rmsnorm", "eps": config["rms_norm_eps"], **({"offset": offset} if offset else {})}
+        return {"attention.qk_norm": norm, **placed}
+
+    def check(recipe: Any) -> str | None:
+        attention, norm = recipe.attention, recipe.attention.qk_norm
+        want = {"type": "rmsnorm", "affine": True, "offset": offset, "eps": recipe.norm.eps}
+        if norm is None or {k: getattr(norm, k, None) for k in want} != want or getattr(attention, field) != value:
+            shown = None if norm is None else norm.model_dump()
+            return why.format(shown=shown, scope=attention.qk_norm_scope, eps=recipe.norm.eps)
+        return None
+
+    return Computed(
+        "qk norm",
+        keys={},
+        paths=("attention.qk_norm", f"attention.{field}"),
+        read=read,
+        write=lambda recipe, weights: {},
+        requires={"attention.qk_norm": check},
+    )
+
+
 PLAIN_ACTIVATION = Option(
     "hidden_act",
     lambda v: v in ACTIVATIONS,
