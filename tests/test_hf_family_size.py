@@ -28,7 +28,6 @@ LONGER = {
     "hunyuan_v1_dense.py": 53,
     "stablelm.py": 56,
     "exaone4.py": 63,
-    "qwen2_moe.py": 55,
     "codegen.py": 50,
     "deit.py": 46,
 }
