@@ -211,15 +211,16 @@ ONE_BIAS = biases("attention_bias", "attention_bias")
 """One ``attention_bias`` for the query, key, value and output projections."""
 
 
-def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
-    """A two-layer MLP, ``down(act(up(x)))`` (Arcee, Apertus): ``hidden_act`` and ``intermediate_size``."""
+def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight", *, acts: Mapping[str, str] = HF_ACTIVATIONS) -> Computed:
+    """A two-layer MLP, ``down(act(up(x)))`` (Arcee, Apertus): ``hidden_act`` and ``intermediate_size``; ``acts``:
+    zoo activation -> the ``hidden_act`` written (StarCoder2 writes torch's tanh GELU as published)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         act = ACTIVATIONS[config["hidden_act"]]
         return {"ffn.type": "mlp", "ffn.activation": act, "ffn.hidden": config["intermediate_size"]}
 
     def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-        return {"hidden_act": HF_ACTIVATIONS[recipe.ffn.activation], "intermediate_size": weights[weight].shape[0]}
+        return {"hidden_act": acts[recipe.ffn.activation], "intermediate_size": weights[weight].shape[0]}
 
     return Computed(
         "gated ffn",  # in place of Llama's gated FFN

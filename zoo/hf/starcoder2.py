@@ -4,7 +4,6 @@ and writes the ``head_dim`` that Starcoder2Attention (not Starcoder2Config) read
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA
@@ -22,10 +21,6 @@ RULES = (
     *linear_rules("model.", "", "norm final_norm"),
     COMMON[-1],  # the head, only when untied
 )
-
-HF_ACTS = {**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}  # on export, torch's tanh GELU as published
-
-MLP = plain_mlp()
 
 
 def one_bias(recipe: Any) -> str | None:
@@ -45,10 +40,7 @@ STARCODER2 = LLAMA.derive(
     rows=(
         *layernorm("norm_epsilon"),
         flag("biases", "use_bias", True, "attention.bias", "ffn.bias", owns=(*BIAS_FIELDS, "ffn.bias"), check=one_bias),
-        replace(
-            MLP,
-            write=lambda recipe, weights: {**MLP.write(recipe, weights), "hidden_act": HF_ACTS[recipe.ffn.activation]},
-        ),
+        plain_mlp(acts={**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}),  # torch's tanh GELU, as published
         activation_option("hidden_act", "StarCoder2"),
         Key("sliding_window", "attention.window", None),
         *sublayer_dropout("residual_dropout", "embedding_dropout", same=True),  # Starcoder2MLP's is residual_dropout
