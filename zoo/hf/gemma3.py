@@ -4,7 +4,6 @@ local ones of base ``rope_local_base_freq``, global ones ``rope_theta`` and ``ro
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from . import layer_kinds as kinds
@@ -19,15 +18,6 @@ def truncated(recipe: Any) -> str | None:
         return "a yarn rope has truncate False; transformers' Gemma 3 always truncates YaRN's ramp"
     return None
 
-
-QK_NORM = replace(  # Gemma's (1 + w) RMSNorm; no score cap (QK-norm took its place)
-    head_qk_norm(
-        "attention.qk_norm is {shown} (scope {scope}), needs {{type: rmsnorm, eps: {eps}, offset: 1.0}} per head "
-        "(Gemma 3's q_norm and k_norm)",
-        offset=1.0,
-    ),
-    write=lambda recipe, weights: {"attn_logit_softcapping": None},
-)
 
 LAYERS = kinds.local_global_layers(  # the recipe's attention and rope are the local layers' (the more common kind)
     "Gemma 3",
@@ -45,7 +35,12 @@ GEMMA3 = GEMMA2.derive(
     recipes=("gemma-3-1b",),
     drop=("rope", "rope_parameters.rope_type", "rope_parameters.partial_rotary_factor", "attn_logit_softcapping"),
     rows=(
-        QK_NORM,
+        head_qk_norm(  # Gemma's (1 + w) RMSNorm, which took the score cap's place: none
+            "attention.qk_norm is {shown} (scope {scope}), needs {{type: rmsnorm, eps: {eps}, offset: 1.0}} per head "
+            "(Gemma 3's q_norm and k_norm)",
+            offset=1.0,
+            writes={"attn_logit_softcapping": None},
+        ),
         *LAYERS,
         *kinds.rope_options_per_kind("Gemma 3's attention rotates every head dim", rope_type=True),
         Unread(

@@ -270,10 +270,13 @@ def qk_norm(scope: Literal["head", "projection"] = "head", *, family: str | None
     )
 
 
-def head_qk_norm(why: str, *, offset: float = 0.0, position: str = "before_rope") -> Computed:
+def head_qk_norm(
+    why: str, *, offset: float = 0.0, position: str = "before_rope", writes: Mapping[str, Any] = {}
+) -> Computed:
     """QK-norm by an affine RMSNorm of ``rms_norm_eps`` over each head, of weight ``offset + w`` (Gemma 3: 1.0), before
     RoPE or at ``position`` (HunYuan: after_rope); the config says only that it is there. ``why`` is the refusal, its
-    ``{shown}``, ``{scope}`` and ``{eps}`` filled in. It owns the scope (before RoPE) or the position."""
+    ``{shown}``, ``{scope}`` and ``{eps}`` filled in. It owns the scope (before RoPE) or the position; ``writes``: the
+    config keys it sets on export (Gemma 3: no score cap)."""
     field, value = ("qk_norm_scope", "head") if position == "before_rope" else ("qk_norm_position", position)
     placed = {} if position == "before_rope" else {"attention.qk_norm_position": position}
 
@@ -294,7 +297,7 @@ def head_qk_norm(why: str, *, offset: float = 0.0, position: str = "before_rope"
         keys={},
         paths=("attention.qk_norm", f"attention.{field}"),
         read=read,
-        write=lambda recipe, weights: {},
+        write=lambda recipe, weights: dict(writes),
         requires={"attention.qk_norm": check},
     )
 
