@@ -11,18 +11,10 @@ from zoo.errors import HFImportError
 from ._moe import FIRST_K, ROUTER_LOGITS, at_least, experts, fits_moe, router_rows, split_fused_experts
 from .llama import IGNORED, LLAMA
 from .rows import rope
-from .rows_mla import MLA_KEYS, RULES, heads_keys, scale_fits, softmax_scale
+from .rows_mla import RULES, mla_heads
 from .table import Computed, Fixed, Key, Refused, Unread
 
 METHODS = ("greedy", "group_limited_greedy")
-
-
-def read_heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    if kv_heads not in (None, heads):  # DeepseekV2Attention's latent gives every head its own keys
-        raise HFImportError(f"num_key_value_heads={kv_heads}: multi-head latent attention needs it to be {heads}")
-    out = {"attention.type": "mla", "attention.num_heads": heads, **{f"attention.{k}": config[k] for k in MLA_KEYS}}
-    return {**out, "attention.scale": softmax_scale(config)}
 
 
 def read_router(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -49,14 +41,7 @@ DEEPSEEK_V2 = LLAMA.derive(
     recipes=("deepseek-v2-lite", "deepseek-v2"),
     drop=("mlp_bias", "sliding_window", "gated ffn", "layers"),
     rows=(
-        Computed(
-            "heads",
-            keys={"num_attention_heads": 32, "num_key_value_heads": None, **MLA_KEYS},
-            paths=("attention.type", "attention.num_heads", "attention.scale", *(f"attention.{k}" for k in MLA_KEYS)),
-            read=read_heads,
-            write=lambda recipe, weights: heads_keys(recipe.attention, latents=True),
-            requires={"attention.type": "mla", "attention.scale": scale_fits},
-        ),
+        mla_heads(32, "num_key_value_heads={kv_heads}: multi-head latent attention needs it to be {heads}"),
         rope(interleaved=True),  # DeepseekV2's complex rotation, on the qk_rope_head_dim dims
         *router_rows("n_routed_experts", 64, None, aux="aux_loss_alpha"),  # DeepSeek's own configs carry aux_loss_alpha
         Key("routed_scaling_factor", "ffn.routed_scaling_factor", 1.0, read=float),

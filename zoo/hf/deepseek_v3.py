@@ -5,18 +5,15 @@ dense layers, then SwiGLU experts by sigmoid scores plus a correction bias (it c
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import torch
-
-from zoo.errors import HFImportError
 
 from ._moe import FIRST_K, at_least, dense_first, experts, fits_moe, router_rows, split_fused_experts
 from .llama import LLAMA
 from .rope import hf_rope_parameters, rope_spec
 from .rows import ROPE
-from .rows_mla import MLA_KEYS, RULES, heads_keys, scale_fits, softmax_scale
-from .table import Computed, Fixed, Key, Refused, Unread
+from .rows_mla import RULES, mla_heads
+from .table import Fixed, Key, Refused, Unread
 
 
 def drop_mtp_modules(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -24,16 +21,6 @@ def drop_mtp_modules(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     ``model.layers.61``), which ``DeepseekV3ForCausalLM`` does not build either; experts unfused."""
     mtp = tuple(name.removesuffix("eh_proj.weight") for name in state if name.endswith(".eh_proj.weight"))
     return split_fused_experts({n: t for n, t in state.items() if not (mtp and n.startswith(mtp))})
-
-
-def _heads(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    if kv_heads is not None and kv_heads != heads:
-        raise HFImportError(
-            f"num_key_value_heads={kv_heads} is not supported: multi-head latent attention expands its latent to "
-            f"every one of the num_attention_heads={heads} heads (transformers too), so it must equal that or be null"
-        )
-    return {"attention.num_heads": heads}
 
 
 EXPERTS = experts(2048, 18432, FIRST_K, shared=("n_shared_experts", 1), per_expert=True)
@@ -47,22 +34,10 @@ DEEPSEEK_V3 = LLAMA.derive(
     recipes=("deepseek-v3",),
     drop=("mlp_bias", "sliding_window", "gated ffn", "layers"),
     rows=(
-        Computed(
-            "heads",
-            keys={"num_attention_heads": 128, "num_key_value_heads": None},
-            paths=("attention.num_heads",),
-            read=_heads,
-            write=lambda recipe, weights: heads_keys(recipe.attention),
-        ),
-        Fixed("attention.type", "mla"),
-        *(Key(key, f"attention.{key}", default) for key, default in MLA_KEYS.items()),
-        Computed(
-            "scale",
-            keys={},
-            paths=("attention.scale",),
-            read=lambda config, recipe: {} if (s := softmax_scale(config)) is None else {"attention.scale": s},
-            write=lambda recipe, weights: {},
-            requires={"attention.scale": scale_fits},
+        mla_heads(
+            128,
+            "num_key_value_heads={kv_heads} is not supported: multi-head latent attention expands its latent to "
+            "every one of the num_attention_heads={heads} heads (transformers too), so it must equal that or be null",
         ),
         replace(
             ROPE,  # pairs interleaved by rope_interleave

@@ -8,8 +8,8 @@ from typing import Any
 
 from . import layer_kinds as kinds
 from .gemma2 import GEMMA2
-from .rows import ROPE
-from .table import Computed, Unread
+from .rows import ROPE, head_qk_norm
+from .table import Unread
 
 
 def truncated(recipe: Any) -> str | None:
@@ -18,27 +18,6 @@ def truncated(recipe: Any) -> str | None:
         return "a yarn rope has truncate False; transformers' Gemma 3 always truncates YaRN's ramp"
     return None
 
-
-def qk_norm(recipe: Any) -> str | None:
-    """A requirement: queries and keys normalised per head by Gemma's (1 + w) RMSNorm at the model's eps."""
-    attention, norm = recipe.attention, recipe.attention.qk_norm
-    want = {"type": "rmsnorm", "affine": True, "offset": 1.0, "eps": recipe.norm.eps}
-    if norm is None or {k: getattr(norm, k, None) for k in want} != want or attention.qk_norm_scope != "head":
-        return (
-            f"attention.qk_norm is {None if norm is None else norm.model_dump()} (scope {attention.qk_norm_scope}), "
-            f"needs {{type: rmsnorm, eps: {recipe.norm.eps}, offset: 1.0}} per head (Gemma 3's q_norm and k_norm)"
-        )
-    return None
-
-
-QK_NORM = Computed(
-    "qk norm",
-    keys={},
-    paths=("attention.qk_norm", "attention.qk_norm_scope"),
-    read=lambda c, recipe: {"attention.qk_norm": {"type": "rmsnorm", "eps": c["rms_norm_eps"], "offset": 1.0}},
-    write=lambda recipe, weights: {"attn_logit_softcapping": None},  # the score cap QK-norm replaced: none
-    requires={"attention.qk_norm": qk_norm},
-)
 
 LAYERS = kinds.local_global_layers(  # the recipe's attention and rope are the local layers' (the more common kind)
     "Gemma 3",
@@ -56,7 +35,12 @@ GEMMA3 = GEMMA2.derive(
     recipes=("gemma-3-1b",),
     drop=("rope", "rope_parameters.rope_type", "rope_parameters.partial_rotary_factor", "attn_logit_softcapping"),
     rows=(
-        QK_NORM,
+        head_qk_norm(  # Gemma's (1 + w) RMSNorm, which took the score cap's place: none
+            "attention.qk_norm is {shown} (scope {scope}), needs {{type: rmsnorm, eps: {eps}, offset: 1.0}} per head "
+            "(Gemma 3's q_norm and k_norm)",
+            offset=1.0,
+            writes={"attn_logit_softcapping": None},
+        ),
         *LAYERS,
         *kinds.rope_options_per_kind("Gemma 3's attention rotates every head dim", rope_type=True),
         Unread(

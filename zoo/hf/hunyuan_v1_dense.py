@@ -13,8 +13,8 @@ from ._common import renamed
 from .llama import LLAMA
 from .qwen3 import QWEN3_RULES
 from .rope import rope_theta, rope_type, scaling_parameters
-from .rows import ROPE
-from .table import Computed, Refused, Unread
+from .rows import ROPE, head_qk_norm
+from .table import Refused, Unread
 
 
 def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
@@ -29,14 +29,6 @@ def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     return {"positional": {"type": "rope", "theta": theta * params["alpha"] ** (dim / (dim - 2))}}
 
 
-def qk_norm_fits(recipe: Any) -> str | None:
-    """The per-head RMSNorm of ``rms_norm_eps`` after RoPE that every HunYuan attention has."""
-    a, want = recipe.attention, {"type": "rmsnorm", "eps": recipe.norm.eps, "affine": True, "offset": 0.0}
-    if a.qk_norm is None or a.qk_norm.model_dump() != want or a.qk_norm_position != "after_rope":
-        return "attention.qk_norm must be an rmsnorm of norm.eps after rope, per head (HunYuan's query/key_layernorm)"
-    return None
-
-
 HUNYUAN_V1_DENSE = LLAMA.derive(
     "hunyuan_v1_dense",
     classes=("HunYuanDenseV1ForCausalLM",),
@@ -45,16 +37,9 @@ HUNYUAN_V1_DENSE = LLAMA.derive(
     drop=("mlp_bias", "sliding_window"),
     rows=(
         replace(ROPE, read=read_rope),
-        Computed(
-            "qk norm",
-            keys={},
-            paths=("attention.qk_norm", "attention.qk_norm_position"),
-            read=lambda c, r: {
-                "attention.qk_norm": {"type": "rmsnorm", "eps": c["rms_norm_eps"]},
-                "attention.qk_norm_position": "after_rope",
-            },
-            write=lambda recipe, weights: {},
-            requires={"attention.qk_norm": qk_norm_fits},
+        head_qk_norm(
+            "attention.qk_norm must be an rmsnorm of norm.eps after rope, per head (HunYuan's query/key_layernorm)",
+            position="after_rope",
         ),
         Unread("eod_token_id", "the end-of-document token: a generation setting, not part of the network"),
         # Keys of Tencent's own configs that transformers' class ignores: refused where they would change the network.

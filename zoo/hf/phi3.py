@@ -15,8 +15,7 @@ from .mapping import Rule
 from .mistral import MISTRAL
 from .rope import PHI3_ROPE_TYPES, rope_options, rope_parameters, rope_type
 from .rows import rope
-from .rows_neox import dropout
-from .table import Fixed
+from .rows_neox import sublayer_dropout
 
 RULES = (
     *COMMON[:2],  # the embeddings, the attention's input norm
@@ -64,8 +63,7 @@ PHI3 = MISTRAL.derive(
             requires={**PARTIAL.requires, "positional.scaling": ("none", "longrope")},
         ),
         *rope_options(ROPE_TYPES, ROPE_TYPE_WHY),
-        Fixed("ffn.dropout", 0.0, imported=False),  # Phi3MLP has none: resid_pdrop is the recipe's dropout
-        dropout("resid_pdrop", "embd_pdrop"),  # after each sub-layer, and (written, not read) after the embedding
+        *sublayer_dropout("resid_pdrop", "embd_pdrop"),  # Phi3MLP has none: resid_pdrop is the recipe's dropout
     ),
     defaults={"vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_key_value_heads": None}
     | {"max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "pad_token_id": 32000, "sliding_window": None},

@@ -12,7 +12,7 @@ from zoo.errors import HFImportError
 from ._moe import BLOCK, LAYER, ROUTER_LOGITS
 from .mapping import Option, Rule
 from .mixtral import MIXTRAL
-from .rope import hf_rope_parameters, rope_spec, rope_type, scaling_parameters
+from .rope import hf_rope_parameters, rope_options, rope_spec, rope_type, scaling_parameters
 from .rows import ONE_BIAS, ROPE
 from .table import Computed, Fixed, Key, Unread
 
@@ -23,7 +23,6 @@ RULES = (
     Rule("model.norm.bias", "final_norm.bias"),
     Rule("lm_head.bias", "head.proj.bias"),
 )
-TYPES = ("default", "longrope")
 TYPE_WHY = (
     "PhimoeRotaryEmbedding scales cos and sin by short_mscale whatever the type: zoo computes default and longrope"
 )
@@ -80,8 +79,7 @@ PHIMOE = MIXTRAL.derive(
     rows=(
         ONE_BIAS,
         replace(ROPE, read=read_rope, write=write_rope, requires={**ROPE.requires, "positional.scaling": rope_fits}),
-        Option("rope_parameters.rope_type", lambda v: v in (None, *TYPES), TYPE_WHY),
-        Option("rope_scaling", lambda v: v is None or rope_type(v) in TYPES, TYPE_WHY),
+        *rope_options(("default", "longrope"), TYPE_WHY),
         Fixed("norm.type", "layernorm"),
         Computed(
             "head bias",

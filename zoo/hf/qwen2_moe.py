@@ -1,5 +1,4 @@
-"""Qwen2-MoE (``Qwen2MoeForCausalLM``, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): Qwen2's table with SwiGLU experts (top-k
-softmax, not renormalised), a shared one scaled by ``sigmoid(shared_expert_gate(x))``, and dense layers."""
+"""Qwen2-MoE (``Qwen2MoeForCausalLM``): Qwen2 with SwiGLU experts, a sigmoid-gated shared one, and dense layers."""
 
 from __future__ import annotations
 
@@ -9,7 +8,8 @@ from .llama import COMMON
 from .mapping import Rule
 from .qwen2 import QWEN2
 from .rows import biases
-from .table import Fixed, Refused, Unread
+from .table import Fixed
+from .windows import no_sliding_layers
 
 __all__ = ["QWEN2_MOE", "dense_override", "fits_experts", "only_dense_ffns_differ", "swiglu_rules", "weight_rows"]
 GATE = Rule(f"{moe.MLP}.shared_expert_gate.weight", f"{moe.FFN}.shared_expert_gate.weight")
@@ -26,18 +26,7 @@ QWEN2_MOE = QWEN2.derive(
         *moe.router_rows("num_experts", 60, 4, normalize=False),
         Fixed("ffn.shared_expert_gate", True),
         moe.experts(1408, 5632, moe.SPARSE_STEP, shared=("shared_expert_intermediate_size", 5632)),
-        Refused(
-            "use_sliding_window",
-            lambda v: not v,
-            "zoo's qwen2_moe import builds full attention in every layer; Qwen2-MoE's sliding layers (every other "
-            "layer below max_window_layers) are not translated",
-            export=False,
-        ),
-        Refused(
-            "layer_types",
-            lambda v: v is None or (isinstance(v, list) and all(t == "full_attention" for t in v)),
-            "zoo's qwen2_moe import builds full_attention layers only",
-        ),
+        *no_sliding_layers("qwen2_moe", "Qwen2-MoE's sliding layers (every other layer below max_window_layers)"),
         moe.at_least(
             "num_experts", "a Qwen2-MoE config without experts is a dense Qwen2 model: import it as model_type qwen2"
         ),
@@ -45,10 +34,6 @@ QWEN2_MOE = QWEN2.derive(
             "decoder_sparse_step",
             "the MoE layers are those whose index + 1 is a multiple of decoder_sparse_step, which must be >= 1",
         ),
-        Unread(
-            "sliding_window", "the window of use_sliding_window, which is refused (transformers sets it to 0 without)"
-        ),
-        Unread("max_window_layers", "which layers would slide with use_sliding_window, which is refused"),
     ),
     defaults={"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16}
     | {"qkv_bias": True},

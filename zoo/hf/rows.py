@@ -210,15 +210,16 @@ ONE_BIAS = biases("attention_bias", "attention_bias")
 """One ``attention_bias`` for the query, key, value and output projections."""
 
 
-def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight") -> Computed:
-    """A two-layer MLP, ``down(act(up(x)))`` (Arcee, Apertus): ``hidden_act`` and ``intermediate_size``."""
+def plain_mlp(weight: str = "blocks.0.ffn.up_proj.weight", *, acts: Mapping[str, str] = HF_ACTIVATIONS) -> Computed:
+    """A two-layer MLP, ``down(act(up(x)))`` (Arcee, Apertus): ``hidden_act`` and ``intermediate_size``; ``acts``:
+    zoo activation -> the ``hidden_act`` written (StarCoder2 writes torch's tanh GELU as published)."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         act = ACTIVATIONS[config["hidden_act"]]
         return {"ffn.type": "mlp", "ffn.activation": act, "ffn.hidden": config["intermediate_size"]}
 
     def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-        return {"hidden_act": HF_ACTIVATIONS[recipe.ffn.activation], "intermediate_size": weights[weight].shape[0]}
+        return {"hidden_act": acts[recipe.ffn.activation], "intermediate_size": weights[weight].shape[0]}
 
     return Computed(
         "gated ffn",  # in place of Llama's gated FFN
@@ -264,6 +265,38 @@ def qk_norm(scope: Literal["head", "projection"] = "head", *, family: str | None
         paths=("attention.qk_norm", "attention.qk_norm_scope"),
         read=read,
         write=lambda recipe, weights: {},
+        requires={"attention.qk_norm": check},
+    )
+
+
+def head_qk_norm(
+    why: str, *, offset: float = 0.0, position: str = "before_rope", writes: Mapping[str, Any] = {}
+) -> Computed:
+    """QK-norm by an affine RMSNorm of ``rms_norm_eps`` over each head, of weight ``offset + w`` (Gemma 3: 1.0), before
+    RoPE or at ``position`` (HunYuan: after_rope); the config says only that it is there. ``why`` is the refusal, its
+    ``{shown}``, ``{scope}`` and ``{eps}`` filled in. It owns the scope (before RoPE) or the position; ``writes``: the
+    config keys it sets on export (Gemma 3: no score cap)."""
+    field, value = ("qk_norm_scope", "head") if position == "before_rope" else ("qk_norm_position", position)
+    placed = {} if position == "before_rope" else {"attention.qk_norm_position": position}
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        norm = {"type": "rmsnorm", "eps": config["rms_norm_eps"], **({"offset": offset} if offset else {})}
+        return {"attention.qk_norm": norm, **placed}
+
+    def check(recipe: Any) -> str | None:
+        attention, norm = recipe.attention, recipe.attention.qk_norm
+        want = {"type": "rmsnorm", "affine": True, "offset": offset, "eps": recipe.norm.eps}
+        if norm is None or {k: getattr(norm, k, None) for k in want} != want or getattr(attention, field) != value:
+            shown = None if norm is None else norm.model_dump()
+            return why.format(shown=shown, scope=attention.qk_norm_scope, eps=recipe.norm.eps)
+        return None
+
+    return Computed(
+        "qk norm",
+        keys={},
+        paths=("attention.qk_norm", f"attention.{field}"),
+        read=read,
+        write=lambda recipe, weights: dict(writes),
         requires={"attention.qk_norm": check},
     )
 

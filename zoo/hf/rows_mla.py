@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.components.positional import yarn_mscale
+from zoo.errors import HFImportError
 
 from ._moe import DENSE_FFN_RULES, FFN, MLP, swiglu_rules
 from .llama import COMMON
 from .mapping import Rule
 from .rope import hf_rope_parameters, scaling_parameters
+from .table import Computed
 
 MLA_KEYS = {
     "q_lora_rank": 1536,
@@ -79,3 +81,26 @@ def scale_fits(recipe: Any) -> str | None:
             "qk_nope_head_dim + qk_rope_head_dim and YaRN's mscale_all_dim)"
         )
     return None
+
+
+def mla_heads(heads: int, why: str) -> Computed:
+    """Multi-head latent attention as V2's and V3's configs say it: ``num_attention_heads`` (default ``heads``), the
+    ranks and widths of ``MLA_KEYS`` and the softmax scale they derive. ``num_key_value_heads`` is null or the heads
+    (the latent gives every head its own keys); other counts are refused by ``why``, ``{kv_heads}`` and ``{heads}``
+    filled in."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        count, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+        if kv_heads not in (None, count):
+            raise HFImportError(why.format(kv_heads=kv_heads, heads=count))
+        out = {"attention.type": "mla", "attention.num_heads": count, **{f"attention.{k}": config[k] for k in MLA_KEYS}}
+        return {**out, "attention.scale": softmax_scale(config)}
+
+    return Computed(
+        "heads",
+        keys={"num_attention_heads": heads, "num_key_value_heads": None, **MLA_KEYS},
+        paths=("attention.type", "attention.num_heads", "attention.scale", *(f"attention.{k}" for k in MLA_KEYS)),
+        read=read,
+        write=lambda recipe, weights: heads_keys(recipe.attention, latents=True),
+        requires={"attention.type": "mla", "attention.scale": scale_fits},
+    )

@@ -8,6 +8,7 @@ weight rows of their modules, a fused ``query_key_value`` among them.
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from zoo.components.positional import rotary_dims
@@ -15,7 +16,7 @@ from zoo.errors import HFImportError
 
 from ._common import grouped_qkv
 from .gpt2 import QKV_BIASES, QKV_WEIGHTS
-from .mapping import Rule, default_head_dim
+from .mapping import Requirement, Rule, default_head_dim
 from .rope import (
     hf_partial_rope,
     hf_rope_parameters,
@@ -126,6 +127,20 @@ def rope(
 def bias_flag(key: str, default: bool) -> Computed:
     """One config flag ``key`` for the biases of the query, key, value and output projections."""
     return replace(biases(key, key), keys={key: default})
+
+
+def flag(name: str, key: str, default: bool, *fields: str, owns: tuple[str, ...] = (), check: Requirement) -> Computed:
+    """One boolean config ``key`` that sets the recipe ``fields`` alike (StableLM's ``use_parallel_residual``: a
+    parallel block and its shared norm; StarCoder2's ``use_bias``), written from the first. ``owns``: the fields the
+    row answers for, if more; ``check``: how the recipe's fields must agree (a requirement named as the row)."""
+    return Computed(
+        name,
+        keys={key: default},
+        paths=owns or fields,
+        read=lambda config, recipe: dict.fromkeys(fields, bool(config[key])),
+        write=lambda recipe, weights: {key: attrgetter(fields[0])(recipe)},
+        requires={name: check},
+    )
 
 
 def wider(key: str, d_model: str) -> Computed:
@@ -249,6 +264,23 @@ def dropout(key: str, *also: str, default: float = 0.0) -> Computed:
         read=lambda config, recipe: {"dropout": config[key]},
         write=lambda recipe, weights: dict.fromkeys((key, *also), recipe.dropout),
     )
+
+
+def sublayer_dropout(key: str, embedding: str, *, same: bool = False) -> tuple[Row, ...]:
+    """zoo's one dropout where the MLP has none besides it (``ffn.dropout`` stays 0: Phi-3's has none, StarCoder2's
+    is the residual one): read from ``key`` (after each sub-layer), written to it and to ``embedding`` (after the
+    embedding); with ``same``, the two must agree on import."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        residual, embedded = config[key], config[embedding]
+        if same and residual != embedded:
+            raise HFImportError(
+                f"{key}={residual!r} and {embedding}={embedded!r} differ: zoo has one dropout for the "
+                "sub-layer outputs and the embedded input (these only matter when training)"
+            )
+        return {"dropout": residual}
+
+    return Fixed("ffn.dropout", 0.0, imported=False), replace(dropout(key, embedding), read=read)
 
 
 # ---------------------------------------------------------------------------------------------- weight rows

@@ -10,11 +10,11 @@ from typing import Any
 from .llama import LLAMA
 from .mapping import Rule
 from .rows import biases, heads
-from .rows_neox import layernorm, rope
-from .table import Computed, Fixed, Key, Refused
+from .rows_neox import flag, layernorm, rope
+from .table import Fixed, Key, Refused
 
 
-def one_norm_in_parallel(recipe: Any) -> str | None:
+def one_norm(recipe: Any) -> str | None:
     """A requirement: a parallel block shares one norm (StableLM's parallel block has no post_attention_layernorm)."""
     if recipe.block.parallel and not recipe.block.shared_norm:
         return "block.shared_norm is False, needs True in a parallel block (StableLM's has one norm)"
@@ -41,14 +41,7 @@ STABLELM = LLAMA.derive(
             read=lambda config, recipe: {"attention.bias": bool(config["use_qkv_bias"]), "attention.o_bias": False},
         ),
         Fixed("ffn.bias", False),
-        Computed(
-            "parallel",  # attention and MLP in parallel read one norm (no post_attention_layernorm)
-            keys={"use_parallel_residual": False},
-            paths=("block.parallel", "block.shared_norm"),
-            read=lambda c, r: dict.fromkeys(("block.parallel", "block.shared_norm"), bool(c["use_parallel_residual"])),
-            write=lambda recipe, weights: {"use_parallel_residual": recipe.block.parallel},
-            requires={"block.shared_norm": one_norm_in_parallel},
-        ),
+        flag("parallel", "use_parallel_residual", False, "block.parallel", "block.shared_norm", check=one_norm),
         Key("hidden_dropout", "dropout", 0.0),
         Refused(  # StableLM 2 12B's
             "qk_layernorm",

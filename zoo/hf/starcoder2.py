@@ -1,20 +1,16 @@
-"""StarCoder2 (``Starcoder2ForCausalLM``): Llama's table with biased LayerNorms, one ``use_bias`` for the attention
-and MLP projections, a sliding window, a two-layer MLP ``c_proj(gelu_tanh(c_fc(x)))``, a tied head by default, and
-``residual_dropout`` and ``embedding_dropout`` as the one ``dropout``. Llama's heads row reads and writes the
-``head_dim`` that Starcoder2Attention (not Starcoder2Config) reads."""
+"""StarCoder2 (``Starcoder2ForCausalLM``): Llama's table with biased LayerNorms, one ``use_bias`` for every projection,
+a sliding window, a two-layer MLP ``c_proj(gelu_tanh(c_fc(x)))`` and a tied head by default. Llama's heads row reads
+and writes the ``head_dim`` that Starcoder2Attention (not Starcoder2Config) reads."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
-
-from zoo.errors import HFImportError
 
 from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA
 from .mapping import HF_ACTIVATIONS, activation_option
 from .rows import BIAS_FIELDS, plain_mlp
-from .rows_neox import dropout, layernorm, linear_rules
-from .table import Computed, Fixed, Key
+from .rows_neox import flag, layernorm, linear_rules, sublayer_dropout
+from .table import Key
 
 MLP_NAMES = ("mlp.c_fc ffn.up_proj", "mlp.c_proj ffn.down_proj")
 RULES = (
@@ -26,10 +22,6 @@ RULES = (
     COMMON[-1],  # the head, only when untied
 )
 
-HF_ACTS = {**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}  # on export, torch's tanh GELU as published
-
-MLP = plain_mlp()
-
 
 def one_bias(recipe: Any) -> str | None:
     """A requirement: every projection of attention and MLP biased, or none (StarCoder2's one ``use_bias``)."""
@@ -37,16 +29,6 @@ def one_bias(recipe: Any) -> str | None:
     if len(set(on.values())) != 1 or recipe.attention.bias != recipe.ffn.bias:
         return f"biases are {on}, need all or none (use_bias)"
     return None
-
-
-def _dropout(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    residual, embedding = config["residual_dropout"], config["embedding_dropout"]
-    if residual != embedding:
-        raise HFImportError(
-            f"residual_dropout={residual!r} and embedding_dropout={embedding!r} differ: zoo has one dropout for the "
-            "sub-layer outputs and the embedded input (these only matter when training)"
-        )
-    return {"dropout": residual}
 
 
 STARCODER2 = LLAMA.derive(
@@ -57,22 +39,11 @@ STARCODER2 = LLAMA.derive(
     drop=("attention_bias", "mlp_bias", "pretraining_tp", "rms_norm_eps", "sliding_window"),
     rows=(
         *layernorm("norm_epsilon"),
-        Computed(
-            "biases",
-            keys={"use_bias": True},
-            paths=(*BIAS_FIELDS, "ffn.bias"),
-            read=lambda config, recipe: dict.fromkeys(("attention.bias", "ffn.bias"), bool(config["use_bias"])),
-            write=lambda recipe, weights: {"use_bias": recipe.attention.bias},
-            requires={"biases": one_bias},
-        ),
-        replace(
-            MLP,
-            write=lambda recipe, weights: {**MLP.write(recipe, weights), "hidden_act": HF_ACTS[recipe.ffn.activation]},
-        ),
+        flag("biases", "use_bias", True, "attention.bias", "ffn.bias", owns=(*BIAS_FIELDS, "ffn.bias"), check=one_bias),
+        plain_mlp(acts={**HF_ACTIVATIONS, "gelu_tanh": "gelu_pytorch_tanh"}),  # torch's tanh GELU, as published
         activation_option("hidden_act", "StarCoder2"),
-        Fixed("ffn.dropout", 0.0, imported=False),  # Starcoder2MLP's own dropout is residual_dropout (the recipe's)
         Key("sliding_window", "attention.window", None),
-        replace(dropout("residual_dropout", "embedding_dropout"), read=_dropout),
+        *sublayer_dropout("residual_dropout", "embedding_dropout", same=True),  # Starcoder2MLP's is residual_dropout
     ),
     defaults={"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30}
     | {"num_attention_heads": 24, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh"}

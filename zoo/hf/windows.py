@@ -1,6 +1,7 @@
 """Sliding-window layers as Qwen2's config says them: ``use_sliding_window``, ``sliding_window``,
 ``max_window_layers`` and ``layer_types`` (``sliding_attention`` / ``full_attention``) <-> the attention's ``window``
-on the recipe or on ``layers:`` overrides. Qwen2 and Qwen3 use the ``WINDOWS`` row; GPT-Neo and gpt-oss the helpers.
+on the recipe or on ``layers:`` overrides. Qwen2 and Qwen3 use the ``WINDOWS`` row; GPT-Neo and gpt-oss the helpers;
+Qwen2-MoE refuses sliding layers (``no_sliding_layers``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from zoo.errors import HFImportError
 
 from .layer_kinds import used_window
 from .mapping import Option
-from .table import Computed
+from .table import Computed, Row, Unread
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -95,3 +96,22 @@ WINDOWS = Computed(
     requires={"layers": only_windows_differ},
     last=True,  # its layer overrides copy the attention as the other rows made it
 )
+
+
+def no_sliding_layers(name: str, which: str) -> tuple[Row, ...]:
+    """Qwen2's window keys where the family ``name`` builds full attention in every layer: ``use_sliding_window``
+    refused (its sliding layers, ``which``, are not translated), ``layer_types`` full only, ``sliding_window`` and
+    ``max_window_layers`` unread."""
+    why = f"zoo's {name} import builds full attention in every layer; {which} are not translated"
+    return (
+        Option("use_sliding_window", lambda v: not v, why, export=False),
+        Option(
+            "layer_types",
+            lambda v: v is None or (isinstance(v, list) and all(t == "full_attention" for t in v)),
+            f"zoo's {name} import builds full_attention layers only",
+        ),
+        Unread(
+            "sliding_window", "the window of use_sliding_window, which is refused (transformers sets it to 0 without)"
+        ),
+        Unread("max_window_layers", "which layers would slide with use_sliding_window, which is refused"),
+    )
