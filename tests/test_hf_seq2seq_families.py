@@ -217,6 +217,7 @@ TINY = {
     "m2m100-tiny": "m2m_100",
     "deit-tiny": "deit",
     "marian-tiny": "marian",
+    "pegasus-tiny": "pegasus",
 }
 
 
