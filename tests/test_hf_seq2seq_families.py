@@ -218,6 +218,7 @@ TINY = {
     "deit-tiny": "deit",
     "marian-tiny": "marian",
     "pegasus-tiny": "pegasus",
+    "mbart-tiny": "mbart",
 }
 
 

@@ -27,6 +27,11 @@ def _vocab(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     return {"vocab_size": vocab}
 
 
+def encoder_decoder(model: str) -> Refused:
+    """``is_decoder: true`` refused: ``{model}ForCausalLM``'s decoder alone, not the encoder-decoder zoo imports."""
+    return Refused("is_decoder", lambda v: not v, f"zoo imports the encoder-decoder (not {model}ForCausalLM)")
+
+
 MARIAN = BART.derive(
     "marian",
     classes=("MarianMTModel",),
@@ -48,6 +53,7 @@ MARIAN = BART.derive(
         stacks("Marian"),
         activation_option("activation_function", "Marian"),
         shared_table("Marian"),
+        encoder_decoder("Marian"),
         Refused(
             "share_encoder_decoder_embeddings",
             lambda v: v is not False,

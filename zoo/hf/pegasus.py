@@ -4,7 +4,7 @@ LayerNorm on each stack (M2M-100's layout) and its sinusoid tables saved in the 
 
 from .bart import IGNORED, fairseq_layers, norms, shared_table, stacks
 from .mapping import UNSQUEEZE, Rule, activation_option
-from .marian import MARIAN, STACKS
+from .marian import MARIAN, STACKS, encoder_decoder
 from .rows_neox import linear_rules
 from .table import Computed, Fixed, Key
 
@@ -38,6 +38,7 @@ PEGASUS = MARIAN.derive(
         stacks("Pegasus"),
         activation_option("activation_function", "Pegasus"),
         shared_table("Pegasus"),
+        encoder_decoder("Pegasus"),
     ),
     defaults={"pad_token_id": 0, "decoder_start_token_id": 0},
 )
