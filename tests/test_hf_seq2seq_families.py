@@ -219,6 +219,7 @@ TINY = {
     "marian-tiny": "marian",
     "pegasus-tiny": "pegasus",
     "mbart-tiny": "mbart",
+    "blenderbot-tiny": "blenderbot",
 }
 
 
