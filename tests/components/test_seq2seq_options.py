@@ -67,6 +67,9 @@ def test_marian_sinusoids_are_sines_then_cosines_at_vaswani_speeds_in_a_frozen_p
     encoding = SinusoidalEncoding(8, max_len=10, layout="marian", parameter=True)
     assert [n for n, p in encoding.named_parameters() if not p.requires_grad] == ["table"]
     assert "table" in encoding.state_dict() and "table" not in SinusoidalEncoding(8, max_len=10).state_dict()
+    encoding.table.requires_grad_(True)  # as LoRA's merge sets every parameter: still no gradient reaches it
+    encoding.embed(torch.randn(1, 3, 8, requires_grad=True), torch.arange(3)[None]).sum().backward()
+    assert encoding.table.grad is None
     pytest.importorskip("transformers")
     for family in ("marian", "pegasus"):
         module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")

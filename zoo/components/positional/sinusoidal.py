@@ -102,7 +102,9 @@ class SinusoidalEncoding(PositionalEncoding):
         return real.cumsum(-1) * real - 1  # (N, L): k - 1 for the k-th real token, -1 for padding
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return x + self.table[positions + self.offset if self.offset else positions].to(x.dtype)  # (N, L, E)
+        # detached: a frozen parameter stays fixed even where something sets it trainable (LoRA's merge does)
+        table = self.table.detach()
+        return x + table[positions + self.offset if self.offset else positions].to(x.dtype)  # (N, L, E)
 
 
 class SinusoidalConfig(PositionalConfig):
