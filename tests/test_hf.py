@@ -283,13 +283,15 @@ class Reference:
 
 
 def reference_model(case: Case) -> torch.nn.Module:
-    """A randomly initialised HF model; every parameter (norm scales and biases too) nudged off its init."""
+    """A randomly initialised HF model; every trained parameter (norm scales and biases too) nudged off its init.
+    Frozen ones stay (Marian's sinusoid tables, which transformers computes again on loading)."""
     torch.manual_seed(0)
     config = getattr(transformers, CONFIGS[case.family])(**case.config)
     hf = getattr(transformers, case.hf_class)(config).eval()
     with torch.no_grad():
         for p in hf.parameters():
-            p.add_(0.02 * torch.randn_like(p))
+            if p.requires_grad:
+                p.add_(0.02 * torch.randn_like(p))
     return hf
 
 
@@ -561,7 +563,8 @@ def test_transformers_loads_zoo_exports_with_the_same_outputs(name, tmp_path):
     model = zoo.build(recipe, **overrides).eval()
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.02 * torch.randn_like(p))
+            if p.requires_grad:  # a frozen table (Marian's sinusoids) is computed, not exported
+                p.add_(0.02 * torch.randn_like(p))
     to_hf(model, tmp_path)
     hf_class = getattr(transformers, transformers.AutoConfig.from_pretrained(tmp_path).architectures[0])
     hf = hf_class.from_pretrained(tmp_path).eval()

@@ -210,7 +210,17 @@ def test_deit_averages_the_cls_and_distillation_classifiers(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- training
 
-TINY = {"mt5-tiny": "mt5", "umt5-tiny": "umt5", "bart-tiny": "bart", "m2m100-tiny": "m2m_100", "deit-tiny": "deit"}
+TINY = {
+    "mt5-tiny": "mt5",
+    "umt5-tiny": "umt5",
+    "bart-tiny": "bart",
+    "m2m100-tiny": "m2m_100",
+    "deit-tiny": "deit",
+    "marian-tiny": "marian",
+    "pegasus-tiny": "pegasus",
+    "mbart-tiny": "mbart",
+    "blenderbot-tiny": "blenderbot",
+}
 
 
 @pytest.mark.parametrize("name", sorted(TINY))

@@ -4,6 +4,8 @@ the decoder start token of a recipe."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
@@ -12,6 +14,7 @@ from zoo.components.attention import GroupedQueryAttention, LayerPositions
 from zoo.components.embedding import PatchEmbedding
 from zoo.components.heads import ClassificationHead, LMHead
 from zoo.components.positional import SinusoidalEncoding, T5RelativeBias, fairseq_sinusoid_table
+from zoo.components.positional.sinusoidal import marian_sinusoid_table
 from zoo.errors import RecipeError
 
 T5_TINY = {"extends": "t5-tiny", "vocab_size": 61, "d_model": 32, "max_len": 16, "num_layers": 2}
@@ -55,6 +58,27 @@ def test_fairseq_sinusoids_are_sines_then_cosines_at_fairseq_speeds():
     reference = transformers.models.m2m_100.modeling_m2m_100.M2M100SinusoidalPositionalEmbedding.get_embedding
     encoding = SinusoidalEncoding(8, max_len=10, offset=2, padding_idx=1, layout="fairseq")
     assert torch.equal(encoding.table, reference(12, 8, 1))
+
+
+def test_marian_sinusoids_are_sines_then_cosines_at_vaswani_speeds_in_a_frozen_parameter():
+    table = marian_sinusoid_table(5, 8)
+    speeds = 10000.0 ** (-torch.arange(4, dtype=torch.float64) * 2 / 8)
+    assert torch.allclose(table[3, :4], torch.sin(3 * speeds)) and torch.allclose(table[3, 4:], torch.cos(3 * speeds))
+    encoding = SinusoidalEncoding(8, max_len=10, layout="marian", parameter=True)
+    assert [n for n, p in encoding.named_parameters() if not p.requires_grad] == ["table"]
+    assert "table" in encoding.state_dict() and "table" not in SinusoidalEncoding(8, max_len=10).state_dict()
+    encoding.table.requires_grad_(True)  # as LoRA's merge sets every parameter: still no gradient reaches it
+    encoding.embed(torch.randn(1, 3, 8, requires_grad=True), torch.arange(3)[None]).sum().backward()
+    assert encoding.table.grad is None
+    pytest.importorskip("transformers")
+    for family in ("marian", "pegasus"):
+        module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        reference = getattr(module, f"{family.title()}SinusoidalPositionalEmbedding")(10, 8).create_weight()
+        assert torch.equal(encoding.table, reference)
+    stored = {"positional.layout": "marian", "positional.parameter": True}
+    computed = zoo.count_parameters(zoo.build("m2m100-tiny", device="meta"))
+    counted = zoo.count_parameters(zoo.build("m2m100-tiny", device="meta", **stored))
+    assert counted - computed == 2 * (128 + 1) * 64  # a table per stack: max_len + offset rows of d_model
 
 
 def test_padding_aware_sinusoids_skip_the_pad_id_and_give_it_the_zero_row():
