@@ -121,7 +121,10 @@ class RMSNormConfig(ComponentConfig):
     eps: float = Field(1e-6, gt=0, description="Added to the mean square for numerical stability.")
     affine: bool = Field(True, description="Learn a per-feature scale.")
     offset: float = Field(
-        0.0, description="Scale by offset + weight, the weight starting at 1 - offset (Gemma: 1.0, a zero weight)."
+        0.0,
+        ge=-1e4,
+        le=1e4,
+        description="Scale by offset + weight, the weight starting at 1 - offset (Gemma: 1.0, a zero weight).",
     )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"affine": False}, {"offset": 1.0})

@@ -86,6 +86,15 @@ SHARED_TABLE_WHY = (
 )
 
 
+STACKS = ("encoder", "decoder")
+
+
+def encoder_decoder(model: str) -> Refused:
+    """``is_decoder: true`` refused: ``{model}ForCausalLM``'s decoder alone, not the encoder-decoder zoo imports
+    (Marian's, Pegasus's, mBART's, Blenderbot's)."""
+    return Refused("is_decoder", lambda v: not v, f"zoo imports the encoder-decoder (not {model}ForCausalLM)")
+
+
 def shared_table(family: str = "BART") -> Refused:
     """``tie_word_embeddings: false`` refused: zoo's encoder-decoder shares one token table (BART's, M2M-100's)."""
     return Refused(

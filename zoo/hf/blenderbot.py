@@ -2,9 +2,8 @@
 embeddings (a final LayerNorm closes each stack) and with learned positions read from row 0 (no offset); in the
 published checkpoints a 2-layer encoder under a deeper decoder, embeddings scaled."""
 
-from .bart import shared_table, stacks
+from .bart import encoder_decoder, shared_table, stacks
 from .mapping import activation_option
-from .marian import encoder_decoder
 from .mbart import MBART
 from .table import Fixed, Unread
 

@@ -7,11 +7,9 @@ from typing import Any
 from zoo.components.positional.sinusoidal import marian_sinusoid_table
 from zoo.errors import HFImportError
 
-from .bart import BART, IGNORED, fairseq_layers, shared_table, stacks
+from .bart import BART, IGNORED, STACKS, encoder_decoder, fairseq_layers, shared_table, stacks
 from .mapping import UNSQUEEZE, Rule, Transform, activation_option
 from .table import Computed, Fixed, Refused
-
-STACKS = ("encoder", "decoder")
 
 
 def computed(recipe: Any) -> Transform:
@@ -25,11 +23,6 @@ def _vocab(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
     if decoder not in (None, vocab):
         raise HFImportError(f"decoder_vocab_size={decoder!r} is not supported: zoo's decoder reads vocab_size={vocab}")
     return {"vocab_size": vocab}
-
-
-def encoder_decoder(model: str) -> Refused:
-    """``is_decoder: true`` refused: ``{model}ForCausalLM``'s decoder alone, not the encoder-decoder zoo imports."""
-    return Refused("is_decoder", lambda v: not v, f"zoo imports the encoder-decoder (not {model}ForCausalLM)")
 
 
 MARIAN = BART.derive(

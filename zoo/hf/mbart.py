@@ -2,9 +2,8 @@
 LayerNorm on the embeddings (``layernorm_embedding``) and one closing each stack (``layer_norm``); learned positions
 read two rows on, embeddings scaled in the published checkpoints, a tied head with ``final_logits_bias``."""
 
-from .bart import BART, RULES, shared_table, stacks
+from .bart import BART, RULES, encoder_decoder, shared_table, stacks
 from .mapping import activation_option
-from .marian import encoder_decoder
 from .rows_neox import linear_rules
 from .table import Fixed
 

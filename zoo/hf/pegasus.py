@@ -2,9 +2,9 @@
 LayerNorm on each stack (M2M-100's layout) and its sinusoid tables saved in the checkpoint (frozen parameters,
 ``parameter: true``, read as the file holds them); a checkpoint without them imports with the tables computed."""
 
-from .bart import IGNORED, fairseq_layers, norms, shared_table, stacks
+from .bart import IGNORED, STACKS, encoder_decoder, fairseq_layers, norms, shared_table, stacks
 from .mapping import UNSQUEEZE, Rule, activation_option
-from .marian import MARIAN, STACKS, encoder_decoder
+from .marian import MARIAN
 from .rows_neox import linear_rules
 from .table import Computed, Fixed, Key
 
