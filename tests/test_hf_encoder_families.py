@@ -287,9 +287,18 @@ FAST = {
         ("modernbert-tiny", {}),
         ("bigbird-tiny", {}),
         ("ernie-tiny", {}),
+        ("electra-tiny", {"head": {"type": "mlm"}}),  # the generator (the discriminator needs ELECTRA's objective)
         ("roberta-tiny", {"head": {"type": "classification", "pooler": True}, "num_classes": 4}),
     ],
-    ids=["roberta-mlm", "distilbert-mlm", "modernbert-mlm", "bigbird-mlm", "ernie-mlm", "roberta-classifier"],
+    ids=[
+        "roberta-mlm",
+        "distilbert-mlm",
+        "modernbert-mlm",
+        "bigbird-mlm",
+        "ernie-mlm",
+        "electra-mlm",
+        "roberta-classifier",
+    ],
 )
 def test_every_tiny_encoder_family_trains(tmp_path, name, overrides):
     from zoo.train import train

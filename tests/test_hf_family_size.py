@@ -23,6 +23,7 @@ LONGER = {
     "phi3.py": 70,
     "olmo3.py": 69,
     "marian.py": 65,
+    "electra.py": 64,
     "exaone4.py": 62,
     "gemma3.py": 59,
     "stablelm.py": 56,

@@ -62,12 +62,12 @@ class ArchitectureConfig(ComponentConfig):
         the token table, so it projects to the table's width, ``embedding.proj_dim`` (OPT-350m), unless the
         recipe gives ``head.proj_dim`` itself (``check_recipe`` refuses one that differs)."""
         embedding, head = data.get("embedding"), data.get("head")
-        proj_dim = embedding.get("proj_dim") if isinstance(embedding, dict) else None
+        table = embedding.get("proj_dim") or embedding.get("width") if isinstance(embedding, dict) else None
         head = {"type": head} if isinstance(head, str) else head
-        if proj_dim is None or not isinstance(head, dict) or head.get("type") != "lm" or "proj_dim" in head:
+        if table is None or not isinstance(head, dict) or head.get("type") not in ("lm", "mlm") or "proj_dim" in head:
             return
         if head.get("tie_embeddings", True) is True:
-            data["head"] = {**head, "proj_dim": proj_dim}
+            data["head"] = {**head, "proj_dim": table}
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = [
@@ -75,6 +75,8 @@ class ArchitectureConfig(ComponentConfig):
             for f in self.requires
             if getattr(recipe, f) is None
         ]
+        if getattr(recipe.embedding, "width", None) is not None and len(self.stacks) > 1:
+            errors.append(("embedding.width", "a factorized embedding feeds one stack (an encoder or a decoder)"))
         embeds_tokens = getattr(recipe.embedding, "token_input", True)
         if embeds_tokens != self.token_input:
             feeds = "token ids" if self.token_input else "images"
@@ -87,14 +89,15 @@ class ArchitectureConfig(ComponentConfig):
         elif getattr(recipe.head, "tie_embeddings", False) and not embeds_tokens:
             errors.append(("head.tie_embeddings", "a tied head shares the token table, and this embedding has none"))
         elif getattr(recipe.head, "tie_embeddings", False):
-            table = getattr(recipe.embedding, "proj_dim", None) or recipe.d_model
+            table = getattr(recipe.embedding, "proj_dim", None) or getattr(recipe.embedding, "width", None)
+            table = table or recipe.d_model
             width = getattr(recipe.head, "proj_dim", None) or recipe.d_model
             if table != width:
                 errors.append(
                     (
                         "head.proj_dim",
-                        f"a tied head's output matrix is the token table, {table} wide (embedding.proj_dim, else "
-                        f"d_model), but the head projects to {width}: give both the same proj_dim, or set "
+                        f"a tied head's output matrix is the token table, {table} wide (embedding.proj_dim or width, "
+                        f"else d_model), but the head projects to {width}: give both the same proj_dim, or set "
                         "head.tie_embeddings: false",
                     )
                 )

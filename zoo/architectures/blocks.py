@@ -141,6 +141,10 @@ class ModelCache:
 class TransformerStack(nn.Module):
     """Positional encoding, a list of blocks, and the norms around them. Input and output (N, L, E)."""
 
+    factorized = False
+    """The embedding is narrower than the blocks (``embedding.width``): after the positions, the norm and the
+    dropout at its width, its ``project`` brings the vectors to d_model (set by ``HeadedStack``)."""
+
     def __init__(
         self,
         *,
@@ -172,6 +176,8 @@ class TransformerStack(nn.Module):
     ) -> torch.Tensor:
         """Embedded input (N, L, E) -> hidden states (N, L, E)."""
         x = self.embed_dropout(self.embed_norm(self.positional.embed(x, positions)))
+        if self.factorized:  # ALBERT, ELECTRA: (N, L, width) -> (N, L, E)
+            x = self.embedding.project(x)
         recompute = self.training and torch.is_grad_enabled() and caches is None and cross_caches is None
         for i, block in enumerate(self.blocks):
             kwargs = dict(
@@ -202,6 +208,7 @@ class HeadedStack(TransformerStack, Pretrained):
     def __init__(self, *, embedding: nn.Module, head: nn.Module, max_len: int, **stack: Any) -> None:
         super().__init__(**stack)
         self.embedding = embedding
+        self.factorized = getattr(embedding, "project", None) is not None
         self.head = head
         self.max_len = max_len
         tie(head, embedding)

@@ -44,10 +44,12 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
     embed_norm = recipe.embed_norm if recipe.embed_norm is not None else not pre
     final_norm = recipe.final_norm if recipe.final_norm is not None else pre
     ctx = recipe.context(causal=causal, stack=stack)
+    width = getattr(recipe.embedding, "width", None)  # a factorized embedding: positions and norm at its width
+    embedded = ctx if width is None else replace(ctx, d_model=width)
     return dict(
-        positional=make("positional", recipe.positional, ctx),
+        positional=make("positional", recipe.positional, embedded),
         blocks=blocks,
-        embed_norm=make("norm", recipe.norm, ctx) if embed_norm else nn.Identity(),
+        embed_norm=make("norm", recipe.norm, embedded) if embed_norm else nn.Identity(),
         final_norm=make("norm", recipe.norm, ctx) if final_norm else nn.Identity(),
         dropout=recipe.dropout,
         causal=causal,

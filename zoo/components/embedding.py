@@ -26,7 +26,11 @@ class TokenEmbedding(nn.Module):
     With ``task_types`` a task-type table (ERNIE's) adds task 0's vector to every token, as transformers does
     when no task ids are given.
 
-    Shapes: ids (N, L) -> (N, L, E).
+    With ``width`` the embedding is factorized (ALBERT, ELECTRA): its tables are ``width`` wide, and so are the
+    positions and the embedding norm that the stack adds next; ``project``, a biased linear (width -> E), then
+    brings them to the blocks' width (the stack calls it, after the norm and dropout).
+
+    Shapes: ids (N, L) -> (N, L, E), or (N, L, width).
     """
 
     def __init__(
@@ -41,17 +45,20 @@ class TokenEmbedding(nn.Module):
         proj_dim: int | None = None,
         type_vocab_size: int = 0,
         task_types: int = 0,
+        width: int | None = None,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        width = d_model if proj_dim is None else proj_dim
-        self.token = nn.Embedding(vocab_size, width, padding_idx=padding_idx, **factory)
-        self.project_in = nn.Linear(width, d_model, bias=False, **factory) if proj_dim is not None else None
+        table = width or proj_dim or d_model
+        out = width or d_model  # what the types add to, and what this returns
+        self.token = nn.Embedding(vocab_size, table, padding_idx=padding_idx, **factory)
+        self.project_in = nn.Linear(table, d_model, bias=False, **factory) if proj_dim is not None else None
         # BERT adds a learned segment vector; sentence A (type 0) is the default.
-        self.token_type = nn.Embedding(type_vocab_size, d_model, **factory) if type_vocab_size else None
-        self.task_type = nn.Embedding(task_types, d_model, **factory) if task_types else None
+        self.token_type = nn.Embedding(type_vocab_size, out, **factory) if type_vocab_size else None
+        self.task_type = nn.Embedding(task_types, out, **factory) if task_types else None
+        self.project = nn.Linear(width, d_model, **factory) if width is not None else None
         # The original Transformer multiplies by sqrt(d_model) so the embeddings are not drowned
         # by the positional signal, whose entries are of order 1.
         self.scale = math.sqrt(d_model) if scale else 1.0
@@ -65,7 +72,7 @@ class TokenEmbedding(nn.Module):
         return self.token.weight
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.token(input_ids)  # (N, L, E), or (N, L, proj_dim) ...
+        x = self.token(input_ids)  # (N, L, E), or (N, L, proj_dim or width) ...
         if self.project_in is not None:
             x = self.project_in(x)  # ... brought to (N, L, E)
         if self.scale != 1.0:  # a constructor constant: no multiply at all when unscaled
@@ -158,6 +165,13 @@ class TokenEmbeddingConfig(ComponentConfig):
         description="Rows of a task-type table whose first row is added to every token (ERNIE's use_task_id, "
         "task_type_vocab_size: 3); default 0, no table.",
     )
+    width: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_WIDTH,
+        description="A factorized embedding (ALBERT's and ELECTRA's embedding_size): token tables, positions and "
+        "the embedding norm this wide, then a biased linear to d_model; default none (all at d_model).",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -167,6 +181,7 @@ class TokenEmbeddingConfig(ComponentConfig):
         {"scale": True, "multiplier": 0.5},
         {"proj_dim": 8},
         {"task_types": 3},
+        {"width": 8, "task_types": 2},
     )
 
     def check(self, ctx: BuildContext) -> list[str]:
@@ -175,24 +190,31 @@ class TokenEmbeddingConfig(ComponentConfig):
             problems.append(f"padding_idx ({self.padding_idx}) must be < vocab_size ({ctx.vocab_size})")
         if self.round_scale and not self.scale:
             problems.append("round_scale rounds the sqrt(d_model) scale: set scale: true, or round_scale: false")
+        if self.width is not None and self.proj_dim is not None:
+            problems.append("width (a factorized embedding) and proj_dim (OPT's narrower table) exclude each other")
         return problems
 
     def cost(self, ctx: BuildContext) -> Cost:
         # V·E token table plus a segment table; a lookup multiplies nothing. With proj_dim P: a V·P table
         # and the P·E projection, which multiplies.
         E, tables = ctx.d_model, ctx.type_vocab_size + self.task_types
+        if self.width is not None:  # the tables at width W, then the biased W·E projection
+            W = self.width
+            return Cost(params=(ctx.vocab_size + tables) * W + W * E + E, matmul=W * E, acts=W)
         if self.proj_dim is None:
             return Cost(params=(ctx.vocab_size + tables) * E)
         P = self.proj_dim
         return Cost(params=ctx.vocab_size * P + P * E + tables * E, matmul=P * E, acts=P)
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
-        E, proj = ctx.d_model, self.proj_dim
-        lines = [f"{ctx.vocab_size} × {E}" if proj is None else f"{ctx.vocab_size} × {proj}, linear {proj} → {E}"]
+        E, proj, W = ctx.d_model, self.proj_dim, self.width or ctx.d_model
+        lines = [f"{ctx.vocab_size} × {W}" if proj is None else f"{ctx.vocab_size} × {proj}, linear {proj} → {E}"]
         if ctx.type_vocab_size:
-            lines.append(f"+ segment embedding {ctx.type_vocab_size} × {E}")
+            lines.append(f"+ segment embedding {ctx.type_vocab_size} × {W}")
         if self.task_types:
-            lines.append(f"+ task embedding {self.task_types} × {E} (task 0)")
+            lines.append(f"+ task embedding {self.task_types} × {W} (task 0)")
+        if self.width is not None:
+            lines.append(f"factorized: positions and norm at {W}, then linear {W} → {E}")
         if self.scale:
             lines.append("scaled by √d_model")
         if self.multiplier != 1.0:

@@ -308,12 +308,15 @@ def encoder_heads(
     quirks: Callable[[dict[str, Any], str, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Computed:
     """BERT's heads, by the HF class (``classes``: class -> zoo head type): the bare model's pooler on [CLS], the
-    masked LM, a sequence or token classifier; ``quirks(config, hf_class, head)`` adds a family's own fields."""
+    masked LM, ELECTRA's replaced-token detector (``rtd``, of ``hidden_act``), a sequence or token classifier;
+    ``quirks(config, hf_class, head)`` adds a family's own fields."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: frozenset[str] | None) -> dict:
         kind, extra = classes[hf_class], {}
         if kind == "pooler":
             head: dict[str, Any] = {"type": "pooler", "pool": "cls"}
+        elif kind == "rtd":
+            head = {"type": "rtd", "activation": ACTIVATIONS[config["hidden_act"]]}
         elif kind == "mlm":
             head = mlm_head(config, names, decoder_bias)
         else:
@@ -361,6 +364,36 @@ ABSOLUTE = Computed(
     checkpoint=True,
 )
 """A BERT config may carry ``relative_key``: it imports when the weights are the absolute kind."""
+
+
+def built_heads(want: Callable[[Any], Mapping[str, Mapping[str, Any]]]) -> Requirement:
+    """A requirement: the recipe's head is of a type ``want(recipe)`` names, with every field at its default but
+    those ``want`` sets for that type and those a config sets freely (``tie_embeddings``, ``dropout``, ``eps``):
+    the head as the family's class builds it."""
+
+    def check(recipe: Any) -> str | None:
+        head, wanted = recipe.head, want(recipe)
+        if head.type not in wanted:
+            return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, wanted))}"
+        free = {k: getattr(head, k) for k in ("type", "tie_embeddings", "dropout", "eps") if hasattr(head, k)}
+        fields = {k: f.get_default(call_default_factory=True) for k, f in type(head).model_fields.items()}
+        fields |= {**wanted[head.type], **free}
+        off = [f"head.{k} is {getattr(head, k)!r}, needs {v!r}" for k, v in fields.items() if getattr(head, k) != v]
+        return "; ".join(off) or None
+
+    return check
+
+
+def factorized(key: str = "embedding_size", default: int = 128) -> Computed:
+    """``embedding_size``: a factorized embedding (``embedding.width``; ELECTRA's) where it differs from
+    ``hidden_size``, written back as the width (or d_model without one)."""
+    return Computed(
+        "embedding size",
+        keys={key: default},
+        paths=("embedding.width",),
+        read=lambda config, recipe: {"embedding.width": config[key]} if config[key] != config["hidden_size"] else {},
+        write=lambda recipe, weights: {key: getattr(recipe.embedding, "width", None) or recipe.d_model},
+    )
 
 
 def no_spares(head: Any, pooler: str = "only BigBird's heads keep an unused pooler") -> str | None:

@@ -327,7 +327,7 @@ class ComponentContract:
             else:
                 a = model(input_ids=x).logits
                 b = model(input_ids=padded, attention_mask=mask).logits
-        per_token = b.dim() == 3 and not case.seq2seq  # (N, L, V); a pooled head gives (N, C)
+        per_token = case.per_token and not case.seq2seq  # (N, L, V) or (N, L); a pooled head gives (N, C)
         _close(b[:, : L - 3] if per_token else b, a, "padding changed a real position")
 
     test_padding_is_invisible.applies = lambda case: case.token_input  # type: ignore[attr-defined]

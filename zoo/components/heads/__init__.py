@@ -4,8 +4,8 @@ Every head has ``forward(h, *, mask=None)`` (``mask``: (N, L) bool, True on real
 ``loss(logits, labels)``; the model decides which positions the labels align with.
 
 The package holds one file per head, its module and its config: ``lm``, ``masked_lm``, ``classification`` (with
-the pooler it may apply, itself a head), ``token_classification`` and ``embedding`` (sentence vectors); ``base``
-holds what they share (the loss, pooling, the dense ``Transform``).
+the pooler it may apply, itself a head), ``token_classification``, ``embedding`` (sentence vectors) and ``rtd``
+(ELECTRA's discriminator); ``base`` holds what they share (the loss, pooling, the dense ``Transform``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .classification import ClassificationHead, ClassificationHeadConfig, Pooler
 from .embedding import EmbeddingHead, EmbeddingHeadConfig
 from .lm import LMHead, LMHeadConfig
 from .masked_lm import MaskedLMHead, MaskedLMHeadConfig
+from .rtd import ReplacedTokenHead, ReplacedTokenHeadConfig
 from .token_classification import TokenClassificationHead, TokenClassificationHeadConfig
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "TokenClassificationHeadConfig",
     "PoolerConfig",
     "EmbeddingHead",
+    "ReplacedTokenHead",
+    "ReplacedTokenHeadConfig",
     "EmbeddingHeadConfig",
     "_tying",
 ]
@@ -48,4 +51,5 @@ def register_components(register):
     register("head", "classification", ClassificationHead, ClassificationHeadConfig)
     register("head", "pooler", Pooler, PoolerConfig)
     register("head", "embedding", EmbeddingHead, EmbeddingHeadConfig)
+    register("head", "rtd", ReplacedTokenHead, ReplacedTokenHeadConfig)
     register("head", "token_classification", TokenClassificationHead, TokenClassificationHeadConfig)

@@ -13,9 +13,10 @@ from zoo.components.ffn import activation_module
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.label import Label
+from zoo.limits import MAX_WIDTH
 from zoo.tensor_parallel import check_divides
 
-from .base import Activation, _tying, cross_entropy, transform_params
+from .base import Activation, _tying, cross_entropy
 
 
 class MaskedLMHead(nn.Module):
@@ -25,6 +26,8 @@ class MaskedLMHead(nn.Module):
     ``norm_bias``, ``bias``). With ``spare_bias`` the head also holds ``bias``, a second output bias that
     ``forward`` never adds: transformers 5's untied ``BertForMaskedLM`` stores ``cls.predictions.bias`` beside
     the decoder's own bias and applies only the decoder's, so a checkpoint keeps both, bit for bit.
+    With ``proj_dim`` the transform narrows to a factorized embedding's width (ALBERT's, ELECTRA's generator):
+    dense E -> proj_dim, its norm and the decoder at that width, so that a tied decoder is the token table.
     """
 
     def __init__(
@@ -41,16 +44,18 @@ class MaskedLMHead(nn.Module):
         bias: bool = True,
         spare_pooler: bool = False,
         spare_nsp: bool = False,
+        proj_dim: int | None = None,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
+        width = proj_dim or d_model
         self.tie_embeddings = tie_embeddings
-        self.transform = nn.Linear(d_model, d_model, bias=transform_bias, **factory)
+        self.transform = nn.Linear(d_model, width, bias=transform_bias, **factory)
         self.activation = nn.Tanh() if activation == "tanh" else activation_module(activation)
-        self.norm = nn.LayerNorm(d_model, eps=eps, bias=norm_bias, **factory)
-        self.proj = nn.Linear(d_model, vocab_size, bias=bias, **factory)
+        self.norm = nn.LayerNorm(width, eps=eps, bias=norm_bias, **factory)
+        self.proj = nn.Linear(width, vocab_size, bias=bias, **factory)
         self.bias = nn.Parameter(torch.zeros(vocab_size, **factory)) if spare_bias else None
         self.spare_pooler = nn.Linear(d_model, d_model, **factory) if spare_pooler else None  # never applied
         self.spare_nsp = nn.Linear(d_model, 2, **factory) if spare_nsp else None  # never applied
@@ -94,6 +99,13 @@ class MaskedLMHeadConfig(ComponentConfig):
         description="Keep a next-sentence classifier (E -> 2) that is never applied (BigBirdForPreTraining's "
         "cls.seq_relationship).",
     )
+    proj_dim: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_WIDTH,
+        description="The transform's output width, which the decoder reads: a factorized embedding's width "
+        "(ALBERT, ELECTRA's generator; tied, filled in from embedding.width); default d_model.",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -101,6 +113,7 @@ class MaskedLMHeadConfig(ComponentConfig):
         {"tie_embeddings": False, "spare_bias": True},
         {"activation": "gelu_tanh", "transform_bias": False, "norm_bias": False, "bias": False},
         {"spare_pooler": True, "spare_nsp": True},
+        {"tie_embeddings": False, "proj_dim": 8},
     )
 
     def check(self, ctx: BuildContext) -> list[str]:
@@ -108,12 +121,15 @@ class MaskedLMHeadConfig(ComponentConfig):
 
     def cost(self, ctx: BuildContext) -> Cost:
         # dense E·E (+ E), LayerNorm E (+ E), decoder V·E (tied or not) with its own V bias, a spare V bias.
-        E, V = ctx.d_model, ctx.vocab_size
-        params = transform_params(E, bias=self.transform_bias, norm=True, norm_bias=self.norm_bias)
-        params += (0 if self.tie_embeddings else V * E) + V * self.bias + (V if self.spare_bias else 0)
+        # With proj_dim P the dense is E·P and the norm and decoder are P wide.
+        E, V, P = ctx.d_model, ctx.vocab_size, self.proj_dim or ctx.d_model
+        params = E * P + P * self.transform_bias + P + P * self.norm_bias
+        params += (0 if self.tie_embeddings else V * P) + V * self.bias + (V if self.spare_bias else 0)
         params += (E * E + E) * self.spare_pooler + (2 * E + 2) * self.spare_nsp
-        return Cost(params=params, matmul=E * E + V * E, acts=3 * E + V)
+        return Cost(params=params, matmul=E * P + V * P, acts=E + 2 * P + V)
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
-        lines = ["dense + GELU + LayerNorm", f"linear {ctx.d_model} → {ctx.vocab_size}", _tying(self.tie_embeddings)]
+        P = self.proj_dim or ctx.d_model
+        dense = "dense + GELU + LayerNorm" + ("" if P == ctx.d_model else f" ({ctx.d_model} → {P})")
+        lines = [dense, f"linear {P} → {ctx.vocab_size}", _tying(self.tie_embeddings)]
         return Label("head", f"Masked-LM head · {self.type}", lines, output="token logits (masked LM)")
