@@ -69,6 +69,16 @@ def test_an_untied_mlm_head_without_the_spare_bias_is_refused_on_export(tmp_path
         to_hf(model, tmp_path)
 
 
+def test_the_same_head_named_electra_exports_as_electras_generator(tmp_path):
+    model = nudged(zoo.build("bert-tiny", head={"type": "mlm", "tie_embeddings": False}, hf_family="electra"))
+    to_hf(model, tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "electra"
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    ids = torch.randint(1, 256, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert (hf(input_ids=ids).logits - model.eval()(ids).logits).abs().max() < 1e-5
+
+
 def test_a_config_that_carries_relative_key_imports_when_the_weights_are_absolute(tmp_path):
     config = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
     config.position_embedding_type = "relative_key"  # transformers 5 never reads it

@@ -9,7 +9,7 @@ from .bert import BERT
 from .mapping import Rule
 from .rows_classic import CLASSIFIERS, bert_body, built_heads, by_head, encoder_heads, factorized, is_head, mlm_rules
 from .rows_neox import linear_rules
-from .table import Unread
+from .table import Require, Unread
 
 KINDS = {"ElectraForPreTraining": "rtd", "ElectraForMaskedLM": "mlm"}
 KINDS |= {"ElectraForSequenceClassification": "classification", "ElectraForTokenClassification": "token_classification"}
@@ -30,6 +30,12 @@ def quirks(config: dict[str, Any], hf_class: str, head: dict[str, Any]) -> dict[
     wide = config["embedding_size"] != config["hidden_size"]  # the generator's dense goes to embedding_size
     mlm = {"activation": "gelu", "proj_dim": config["embedding_size"] if wide else None, "spare_bias": False}
     return head | {"mlm": mlm, "classification": {"pooler_activation": "gelu"}}.get(head["type"], {})
+
+
+def own(recipe: Any) -> str | None:  # BERT's shapes export as BERT (refused as BERT) unless they name ELECTRA
+    if recipe.hf_family is None and recipe.head.type != "rtd" and getattr(recipe.embedding, "width", None) is None:
+        return "the recipe names no hf_family and has no rtd head nor embedding.width; name hf_family: electra"
+    return None
 
 
 def wanted(recipe: Any) -> dict[str, dict[str, Any]]:  # each head as its class builds it
@@ -58,6 +64,7 @@ ELECTRA = BERT.derive(
     rows=(
         encoder_heads(KINDS, "generator_lm_head.bias", built_heads(wanted), quirks),
         factorized(),
+        Require("precedence", own),
         *(Unread(k, "ElectraForMultipleChoice's sequence summary, a class zoo does not import") for k in SUMMARY),
     ),
     defaults={"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
