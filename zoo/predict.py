@@ -29,12 +29,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from torch import nn
 
-from zoo.components.heads.embedding import EmbeddingHead
+from zoo.components.heads.embedding import EmbeddingHead, Pooling
 from zoo.errors import CheckpointError, PredictError
 from zoo.limits import check_int
 from zoo.locate import ModelFolder, locate
@@ -45,7 +45,7 @@ MASK_MARKER = "[MASK]"
 """Where a masked LM is to fill in a token: each occurrence in an input text is one masked token."""
 DEFAULT_TOP_K = 5
 TASKS = ("text-classification", "fill-mask", "image-classification")
-POOLINGS = ("mean", "cls", "last")
+POOLINGS = get_args(Pooling)
 """How ``embed`` makes one vector of a text's hidden states: their mean, the first ([CLS]) one, or the last one."""
 """What ``predict`` does, named as Hugging Face's pipelines name it."""
 
@@ -209,11 +209,11 @@ def embed(
             notes.append(f"no sentence-transformers pooling config: {pooling} pooling (--pooling to choose)")
     normalize = declared_normalize if normalize is None else normalize
     text = _text_tokenizer(folder, model.recipe, notes)
-    vectors = []
+    vectors, pooled = [], EmbeddingHead(model.recipe.d_model, pool=pooling, normalize=normalize)
     for item in texts:
         ids, _ = text.classify_ids(item, position_limit(model.recipe))
         h = model(torch.tensor([ids], device=_device(model))).hidden_states.float()  # (1, L, E)
-        v = EmbeddingHead(h.shape[-1], pool=pooling, normalize=normalize)(h)[0]
+        v = pooled(h)[0]
         vectors.append(tuple(v.cpu().tolist()))
     return Embeddings(str(folder.given), pooling, normalize, tuple(notes), tuple(texts), tuple(vectors))
 

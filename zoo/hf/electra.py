@@ -17,7 +17,7 @@ CLASSES = by_head(KINDS)
 SUMMARY = ("summary_type", "summary_use_proj", "summary_activation", "summary_last_dropout")
 RTD = tuple(
     Rule(f"discriminator_predictions.{hf}.{k}", f"head.{zoo}.{k}", when=is_head("rtd"))
-    for hf, zoo in (("dense", "transform"), ("dense_prediction", "proj"))
+    for hf, zoo in (("dense", "transform.dense"), ("dense_prediction", "proj"))
     for k in ("weight", "bias")
 )
 MLM = mlm_rules(

@@ -10,28 +10,25 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from zoo.components.ffn import activation_module
 from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.label import Label
 
-from .base import Activation
+from .base import Activation, Transform, transform_params
 
 
 class ReplacedTokenHead(nn.Module):
-    """(N, L, E) -> (N, L) logits of "replaced": ``proj(activation(transform(h)))`` (ElectraForPreTraining's
+    """(N, L, E) -> (N, L) logits of "replaced": ``proj(transform(h))``, a dense + activation (ElectraForPreTraining's
     ``discriminator_predictions``)."""
 
     def __init__(self, d_model: int, *, activation: Activation = "gelu", device=None, dtype=None) -> None:
         super().__init__()
-        factory = {"device": device, "dtype": dtype}
         self.tie_embeddings = False
-        self.transform = nn.Linear(d_model, d_model, **factory)
-        self.activation = nn.Tanh() if activation == "tanh" else activation_module(activation)
-        self.proj = nn.Linear(d_model, 1, **factory)
+        self.transform = Transform(d_model, activation=activation, device=device, dtype=dtype)
+        self.proj = nn.Linear(d_model, 1, device=device, dtype=dtype)
 
     def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.proj(self.activation(self.transform(h))).squeeze(-1)  # (N, L)
+        return self.proj(self.transform(h)).squeeze(-1)  # (N, L)
 
     @staticmethod
     def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -47,8 +44,9 @@ class ReplacedTokenHeadConfig(ComponentConfig):
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"activation": "relu"})
 
     def cost(self, ctx: BuildContext) -> Cost:
-        E = ctx.d_model  # dense E·E + E, then E -> 1 with its bias
-        return Cost(params=E * E + 2 * E + 1, matmul=E * E + E, acts=2 * E + 1)
+        E = ctx.d_model  # the dense transform, then E -> 1 with its bias
+        params = transform_params(E, bias=True, norm=False, norm_bias=False) + E + 1
+        return Cost(params=params, matmul=E * E + E, acts=2 * E + 1)
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
         lines = [f"dense {ctx.d_model} → {ctx.d_model}, {self.activation}", f"linear {ctx.d_model} → 1"]
