@@ -10,7 +10,7 @@ nothing and takes milliseconds).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,14 @@ def model_parts(model: nn.Module | str | Path | Mapping[str, Any]) -> list[Part]
         from zoo.builder import build
 
         model = build(model, device="meta")
-    parts = []
+    parts, seen = [], set()
     for path, made in getattr(model, "zoo_components", {}).items():
         if made.kind == "architecture" or made.nested or made.config is None or made.ctx is None:
             continue
         cost = made.config.cost(made.ctx)
+        held = {id(p) for p in model.get_submodule(path).parameters()}
+        if cost is not None and held and held <= seen:  # another layer's weights (layer_groups): counted there
+            cost = replace(cost, params=0, active=0)
+        seen |= held
         parts.append(Part(path, made.kind, made.name, cost, causal=made.ctx.causal, cross=made.ctx.cross))
     return parts

@@ -143,6 +143,7 @@ class EncoderConfig(ArchitectureConfig):
             "architecture": "encoder",
             "d_model": 32,
             "num_layers": 2,
+            "layer_groups": 1,  # ALBERT's cross-layer sharing: every component is checked in shared layers too
             "vocab_size": 61,
             "max_len": 16,
             "type_vocab_size": 2,

@@ -40,6 +40,9 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
                 **recipe.block.arguments(layer_idx=i),
             )
         )
+    for i, block in enumerate(blocks):  # cross-layer sharing (layer_groups): the group's first layer's weights
+        if (owner := recipe.weights_of(stack, i)) != i:
+            share_weights(block, blocks[owner])
     pre = recipe.block.pre_norm
     embed_norm = recipe.embed_norm if recipe.embed_norm is not None else not pre
     final_norm = recipe.final_norm if recipe.final_norm is not None else pre
@@ -54,3 +57,12 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
         dropout=recipe.dropout,
         causal=causal,
     )
+
+
+def share_weights(module: nn.Module, owner: nn.Module) -> None:
+    """Make ``module`` hold ``owner``'s parameters, the same tensors (cross-layer sharing): both are built from
+    one config, so their parameters have the same names and shapes. Buffers stay each module's own."""
+    params = dict(owner.named_parameters())
+    for name, _ in list(module.named_parameters()):
+        parent, _, leaf = name.rpartition(".")
+        setattr(module.get_submodule(parent), leaf, params[name])

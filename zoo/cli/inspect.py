@@ -117,8 +117,11 @@ def _layers(s: Any) -> Any:
     t = table(
         "Parameters by layer", "layer", "counted", "formulas", "share", "", right=("counted", "formulas", "share")
     )
-    if any(r.repeat > 1 for r in rows):
-        t.caption = "×n: the counts of one block, the share of all n"
+    captions = ["×n: the counts of one block, the share of all n"] if any(r.repeat > 1 for r in rows) else []
+    if s.recipe.layer_groups is not None:
+        captions.append(f"layer_groups {s.recipe.layer_groups}: shared weights, counted at each group's first layer")
+    if captions:
+        t.caption = "\n".join(captions)
         t.caption_justify = "left"
     for r in rows:
         t.add_row(

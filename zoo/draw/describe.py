@@ -36,6 +36,9 @@ class Kind:
     """parallel with shared_norm: the one norm that feeds every sub-layer."""
     params: int = 0
     """Parameters of one such block."""
+    weight_sets: int = 0
+    """How many distinct sets of weights its blocks hold: fewer than its layers when layers share them
+    (``layer_groups``, ALBERT's cross-layer sharing)."""
     name: str = ""
     """A, B, ... when a stack has several kinds."""
 
@@ -181,6 +184,8 @@ def _kinds(model: Any, prefix: str, by_index: dict[int, dict[str, Any]], note: s
         children = by_index[layers[0]]
         block = model.get_submodule(f"{prefix}blocks.{layers[0]}")
         kinds.append(_kind(model, block, children, layers, note))
+        held = {frozenset(map(id, model.get_submodule(f"{prefix}blocks.{i}").parameters())) for i in layers}
+        kinds[-1].weight_sets = len(held)
         if len(groups) > 1:
             kinds[-1].name = chr(ord("A") + n) if n < 26 else str(n + 1)
     return kinds

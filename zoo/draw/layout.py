@@ -178,7 +178,11 @@ def _side_label(stack: Stack, kind: Kind) -> list[tuple[str, float, bool]]:
     side.append((LAYOUT_WORDS.get(kind.layout, kind.layout), SIDE_PT, False))
     if len(stack.kinds) > 1:
         side.append((_layers_text(kind.layers), SIDE_PT, False))
-    side.append((f"{_count(kind.params)} params each", SIDE_PT, False))
+    if kind.weight_sets and kind.weight_sets < len(kind.layers):  # layer_groups: layers share their weights
+        sets = "one set of weights" if kind.weight_sets == 1 else f"{kind.weight_sets} sets of weights, each"
+        side.append((f"shared: {sets} of {_count(kind.params)} params", SIDE_PT, False))
+    else:
+        side.append((f"{_count(kind.params)} params each", SIDE_PT, False))
     return side
 
 

@@ -70,6 +70,9 @@ class Rule:
     zoo: str | tuple[str, ...]
     transform: Transform | Callable[[Any], Transform] = SAME
     when: Callable[[Any], bool] | None = field(default=None, compare=False)
+    bind: Callable[[Any, dict[str, str]], dict[str, str]] | None = field(default=None, compare=False)
+    """The HF name's fields from the zoo name's and the recipe, where they differ: ALBERT's layer group ``{g}``
+    of zoo's layer ``{i}``."""
 
     @property
     def hf_names(self) -> tuple[str, ...]:
@@ -132,7 +135,8 @@ def links(rules: Iterable[Rule], zoo_names: Iterable[str], recipe: Any) -> tuple
                     raise ValueError(f"two rows map zoo parameter {z}: {covered[z]} and {rule}")
                 covered[z] = rule
             transform = rule.transform if isinstance(rule.transform, Transform) else rule.transform(recipe)
-            out.append(Link(tuple(p.format(**bindings) for p in rule.hf_names), zoo, transform))
+            hf = rule.bind(recipe, bindings) if rule.bind is not None else bindings
+            out.append(Link(tuple(p.format(**hf) for p in rule.hf_names), zoo, transform))
     return out, [n for n in names if n not in covered]
 
 

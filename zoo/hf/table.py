@@ -226,6 +226,8 @@ class Table:
             elif isinstance(row, Computed):
                 out.update(row.requires)
         owned = self.owned()
+        if "layer_groups" not in owned:  # cross-layer sharing: only a family whose config says it (ALBERT's)
+            out["layer_groups"] = None
         for section in SECTIONS:
             if f"{section}.*" not in owned and any(p.startswith(f"{section}.") for p in owned):
                 out[f"{section}.*"] = section_defaults(section, owned)

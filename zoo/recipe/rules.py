@@ -56,7 +56,7 @@ def check_rules(recipe: Recipe, registry: Registry) -> Errors:
         who = f"architecture '{recipe.architecture}' (plugin '{component.plugin}')"
         return [("architecture", f"{who}: check_recipe() raised {raised(exc)}")]
     recipe = _failing(recipe, {path.partition(".")[0] for path, _ in errors})
-    for rule in (_check_overrides, _check_token_ids, _check_stacks, _check_seq_len, _check_ends):
+    for rule in (_check_overrides, _check_token_ids, _check_stacks, _check_seq_len, _check_ends, _check_sharing):
         try:
             errors.extend(rule(recipe, registry, arch))
         except FailedInput:
@@ -107,6 +107,33 @@ def _check_stacks(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
             ("ffn", f"the model has {experts:,} routed experts over its layers; at most {MAX_MODEL_EXPERTS:,}")
         )
     return errors
+
+
+def _check_sharing(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
+    """``layer_groups``: every stack's layers fall into that many groups of equal size, and the layers of a group
+    are alike (one set of weights serves them all)."""
+    groups = recipe.layer_groups
+    if groups is None:
+        return []
+    for stack, _ in arch.stacks:
+        n = recipe.stack_layers(stack)
+        if n % groups:
+            return [
+                ("layer_groups", f"{groups} groups cannot split the {stack}'s {n} layers evenly: use a divisor of {n}")
+            ]
+        plan = recipe.layer_plan(stack)
+        for i, placed in enumerate(plan):
+            owner = recipe.weights_of(stack, i)
+            same = placed == plan[owner] and recipe.block.arguments(i) == recipe.block.arguments(owner)
+            if not same:
+                return [
+                    (
+                        "layer_groups",
+                        f"layers {owner} and {i} of the {stack} share their weights (layer_groups: {groups}) but "
+                        "differ (a layers: override, or block.first_attention_norm): make the layers of a group alike",
+                    )
+                ]
+    return []
 
 
 def _check_seq_len(recipe: Recipe, registry: Registry, arch: Any) -> Errors:

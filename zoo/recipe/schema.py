@@ -66,6 +66,13 @@ class Recipe(StrictNumbers):
     num_decoder_layers: int | None = Field(
         None, ge=1, le=MAX_LAYERS, description="Decoder blocks (default num_layers)."
     )
+    layer_groups: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_LAYERS,
+        description="Cross-layer parameter sharing (ALBERT): each stack's layers fall into this many consecutive "
+        "groups of equal size, and the layers of a group use one set of weights; default every layer its own.",
+    )
     max_len: int | None = Field(None, ge=1, le=MAX_POSITIONS, description="Longest sequence (positional table size).")
     vocab_size: int | None = Field(None, ge=1, le=MAX_VOCAB, description="Token vocabulary (text models).")
     type_vocab_size: int = Field(
@@ -160,6 +167,14 @@ class Recipe(StrictNumbers):
                 for i in _selected(override.select, n):
                     plan[i].update(update)
         return plan
+
+    def weights_of(self, stack: str, index: int) -> int:
+        """The layer of ``stack`` whose weights layer ``index`` uses: itself, or with ``layer_groups`` the first
+        layer of its group."""
+        if self.layer_groups is None:
+            return index
+        size = max(self.stack_layers(stack) // self.layer_groups, 1)
+        return index - index % size
 
     def stack_layers(self, stack: str) -> int:
         if stack == "decoder" and self.architecture == "encoder-decoder" and self.num_decoder_layers is not None:
