@@ -4,6 +4,8 @@ the sharing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -104,3 +106,14 @@ def test_a_layer_unlike_its_group_is_refused():
     with pytest.raises(RecipeError, match=r"layers 0 and 1 of the encoder share their weights \(layer_groups: 2\)"):
         zoo.load_recipe({**TINY, "layer_groups": 2, "layers": layers})
     zoo.load_recipe({**TINY, "layer_groups": 2, "layers": [{**layers[0], "select": [2, 3]}]})  # a whole group
+
+
+def test_zoo_list_names_the_sharing_among_each_architecture_s_recipe_fields():
+    from typer.testing import CliRunner
+
+    from zoo.cli import app
+
+    result = CliRunner().invoke(app, ["list", "architecture", "--json"])
+    listed = {entry["name"]: entry["recipe_fields"] for entry in json.loads(result.output)}
+    assert {name for name, fields in listed.items() if "layer_groups" in fields} == set(listed)
+    assert "num_decoder_layers" in listed["encoder-decoder"] and "num_decoder_layers" not in listed["encoder"]

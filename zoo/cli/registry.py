@@ -103,6 +103,7 @@ def list_components(
                     "version": versions.get(c.plugin),
                     "description": plain_doc(c.description),
                     "options": options(c.config),
+                    **({"recipe_fields": _fields(c.config)} if c.kind == "architecture" else {}),
                 }
                 for c in components
             ]
@@ -118,7 +119,16 @@ def list_components(
             show.print(Padding(Text(plain_doc(c.description)), (0, 0, 0, 4)))
             for line in option_lines(c.config):
                 show.print(Padding(Text(line, style="dim" if "(required)" not in line else ""), (0, 0, 0, 6)))
+            if c.kind == "architecture":
+                show.print(Padding(Text(f"recipe fields: {', '.join(_fields(c.config))}", style="dim"), (0, 0, 0, 6)))
         show.print()
+
+
+def _fields(config: Any) -> list[str]:
+    """The recipe fields an architecture reads (cross-layer sharing, ``layer_groups``, among them)."""
+    from zoo.recipe.schema import architecture_fields
+
+    return architecture_fields(tuple(getattr(config, "unused", ())))
 
 
 def recipes(as_json: AsJson = False) -> None:

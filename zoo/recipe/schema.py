@@ -22,6 +22,7 @@ from .training import TrainConfig
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
+SHAPE_FIELDS_SKIPPED = ("name", "description", "architecture", "layers", "expect", "hf_family", "train")
 
 Component = SerializeAsAny[ComponentConfig]
 
@@ -287,3 +288,10 @@ def positions_fit(recipe: Recipe, n: int) -> str | None:
     if limit is not None and n > limit:
         return f"{n} positions do not fit the {recipe.positional.type} position table of max_len {recipe.max_len}"
     return None
+
+
+def architecture_fields(unused: tuple[str, ...]) -> list[str]:
+    """The recipe's top-level shape fields an architecture reads (all but its ``unused``), as listings show them:
+    ``d_model``, ``num_layers``, ``layer_groups`` (cross-layer sharing), ... Components and bookkeeping left out."""
+    skipped = {*SHAPE_FIELDS_SKIPPED, *COMPONENT_FIELDS, *unused}
+    return [name for name in Recipe.model_fields if name not in skipped]
