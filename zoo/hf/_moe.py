@@ -16,8 +16,8 @@ import torch
 from zoo.errors import HFImportError
 
 from .mapping import Option, Requirement, Rule
-from .rows import ACTS, GATED, hidden_act
-from .table import Computed, Fixed, Key, Row, Unread
+from .rows import ACTS, GATED, hidden_act, stacked_experts
+from .table import Computed, Fixed, Key, Refused, Require, Row, Unread
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 MLP, FFN = f"{LAYER}.mlp", f"{BLOCK}.ffn"
@@ -68,17 +68,42 @@ def router_rows(
     *,
     normalize: bool | None = None,
     aux: str = "router_aux_loss_coef",
+    fixed: Mapping[str, Any] = {},
 ) -> tuple[Row, ...]:
     """``ffn.type: moe`` and the router's keys: the experts' ``count`` (of default ``experts``; None: a row of the
     family's reads it), ``num_experts_per_tok``, ``norm_topk_prob`` (where ``normalize`` gives its default) and the
-    load-balancing loss's coefficient, ``aux``."""
+    load-balancing loss's coefficient, ``aux``; ``fixed``: the ``ffn`` fields every model of the family has at one
+    value (``{"router_bias": True}``)."""
     return (
         Fixed("ffn.type", "moe"),
         *((Key(count, "ffn.num_experts", experts),) if count else ()),
         Key("num_experts_per_tok", "ffn.top_k", top_k),
         *(() if normalize is None else (Key("norm_topk_prob", "ffn.normalize", normalize, read=bool),)),
         Key(aux, "ffn.aux_loss_coef", 0.001),
+        *(Fixed(f"ffn.{name}", value) for name, value in fixed.items()),
     )
+
+
+def clamped_experts(owner: str, width: int, alpha: float, limit: float) -> tuple[Row, ...]:
+    """Biased SwiGLU experts that clamp (gpt-oss's), ``min(g, limit) * sigmoid(alpha * min(g, limit)) *
+    (clamp(u, -limit, limit) + 1)``: their width ``intermediate_size``, ``swiglu_alpha`` and ``swiglu_limit`` (of
+    defaults ``width``, ``alpha``, ``limit``); ``owner`` (the HF experts' class) ignores ``hidden_act``."""
+    return (
+        Fixed("ffn.expert.type", "swiglu"),
+        Fixed("ffn.expert.bias", True),
+        Fixed("ffn.expert.up_shift", 1.0),  # the (up + 1)
+        Key("intermediate_size", "ffn.expert.hidden", width),
+        Key("swiglu_alpha", "ffn.expert.alpha", alpha),
+        Key("swiglu_limit", "ffn.expert.limit", limit),
+        Require("ffn.expert", _clamps),
+        Refused("swiglu_limit", lambda v: v is not None, f"{owner} clamp by it; without one they cannot run"),
+        Unread("hidden_act", f"{owner} ignore it: their gate is x * sigmoid(swiglu_alpha * x), clamped"),
+    )
+
+
+def _clamps(recipe: Any) -> str | None:
+    expert = recipe.ffn.expert
+    return None if expert.hidden and expert.limit else "ffn.expert needs its hidden width and a limit (it clamps)"
 
 
 def dense_override(layers: list[int], ffn: dict[str, Any], num_layers: int) -> list[dict[str, Any]]:
@@ -260,6 +285,13 @@ def experts(
         write=write,
         requires={"ffn.experts": fits, "layers": dense.check} if requires is None else requires,
     )
+
+
+def fused_experts(module: str, *, interleaved: bool = False, biases: bool = False) -> tuple[Any, Any]:
+    """``(layout, hf_layout)`` of experts fused on disk as transformers' ``{module}.experts.gate_up_proj`` (X, E, 2H)
+    and ``down_proj`` (X, H, E) (Llama 4's, gpt-oss's): ``rows.stacked_experts`` with the inputs first."""
+    gate_up, down = "experts.gate_up_proj", "experts.down_proj"
+    return stacked_experts(module, gate_up, down, inputs_first=True, interleaved=interleaved, biases=biases)
 
 
 def split_fused_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

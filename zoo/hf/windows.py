@@ -117,10 +117,10 @@ WINDOWS = windows_row(
 )
 
 
-def layer_type_windows(window: int, fill: Callable[[int], list[str]]) -> Computed:
-    """``WINDOWS`` of a config without ``use_sliding_window`` and ``max_window_layers``: its ``layer_types`` alone
-    (``fill(num_hidden_layers)`` where it is null) say which layers slide over ``sliding_window`` (default
-    ``window``) keys, as in gpt-oss."""
+def layer_type_windows(window: int, fill: Callable[[int], list[str]]) -> tuple[Row, ...]:
+    """``WINDOWS`` and ``WINDOW_OPTIONS`` of a config without ``use_sliding_window`` and ``max_window_layers``: its
+    ``layer_types`` alone (``fill(num_hidden_layers)`` where it is null) say which layers slide over
+    ``sliding_window`` (default ``window``) keys, as in gpt-oss."""
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         n = config["num_hidden_layers"]
@@ -131,7 +131,12 @@ def layer_type_windows(window: int, fill: Callable[[int], list[str]]) -> Compute
     def write(recipe: Any, weights: Any) -> dict[str, Any]:
         return {k: v for k, v in hf_sliding_layers(recipe).items() if k in ("sliding_window", "layer_types")}
 
-    return windows_row("sliding layers", {"sliding_window": window, "layer_types": None}, read, write)
+    return windows_row("sliding layers", {"sliding_window": window, "layer_types": None}, read, write), *WINDOW_OPTIONS
+
+
+def sliding_first(n: int) -> list[str]:
+    """``layer_types`` of ``n`` layers of which every other slides, the first too (gpt-oss's default)."""
+    return [LAYER_TYPES[(i + 1) % 2] for i in range(n)]
 
 
 def pattern_windows(
