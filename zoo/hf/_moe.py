@@ -17,6 +17,7 @@ from zoo.errors import HFImportError
 
 from .mapping import Option, Requirement, Rule
 from .rows import ACTS, GATED, hidden_act, stacked_experts
+from .rows_kinds import FFNLayers
 from .table import Computed, Fixed, Key, Refused, Require, Row, Unread
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
@@ -27,6 +28,12 @@ ROUTER_LOGITS = Unread(
     "output_router_logits", "whether forward also returns the router logits: an output, not the network"
 )
 """The router-logits output switch, as PhiMoE and DeepSeek-V2 explain it."""
+
+TRAINING_ONLY = (
+    Refused("router_jitter_noise", lambda v: not v, "zoo's router adds no training noise", export=0.0),
+    ROUTER_LOGITS,
+)
+"""A router's keys for training: its jitter noise refused (zoo's router adds none), its logits output unread."""
 
 
 def swiglu_rules(hf: str, zoo: str) -> tuple[Rule, ...]:
@@ -49,13 +56,14 @@ def moe_rules(
 ) -> tuple[Rule, ...]:
     """The weight names of layer ``{i}``'s MoE module ``moe``: its ``router`` and the experts' gate, up and down
     projections (``names``; Mixtral's ``w1``, ``w3``, ``w2``), each of ``kinds`` (a weight, and a bias too); with
-    ``dense``, after a dense layer's SwiGLU (``mlp.gate_proj``, ...); with ``shared``, before the shared expert's."""
+    ``dense``, after a dense layer's SwiGLU of the same module (``mlp.gate_proj``, ...); with ``shared``, before the
+    shared expert's."""
     parts = (
         (router, "router"),
         *((f"experts.{{e}}.{hf}", f"experts.{{e}}.{p}_proj") for hf, p in zip(names, PROJECTIONS, strict=True)),
     )
     return (
-        *(DENSE_FFN_RULES if dense else ()),
+        *(swiglu_rules(moe, FFN) if dense else ()),
         *(Rule(f"{moe}.{hf}.{kind}", f"{FFN}.{zoo}.{kind}") for hf, zoo in parts for kind in kinds),
         *(swiglu_rules(f"{moe}.{shared}", f"{FFN}.shared_expert") if shared else ()),
     )
@@ -82,6 +90,11 @@ def router_rows(
         Key(aux, "ffn.aux_loss_coef", 0.001),
         *(Fixed(f"ffn.{name}", value) for name, value in fixed.items()),
     )
+
+
+WEIGHTED_INPUT = {"scoring": "sigmoid", "normalize": False, "weighted_input": True}
+"""``router_rows``' ``fixed`` of a router whose sigmoid scores, unnormalised, scale the chosen experts' input
+(Llama 4's)."""
 
 
 def clamped_experts(owner: str, width: int, alpha: float, limit: float) -> tuple[Row, ...]:
@@ -292,6 +305,62 @@ def fused_experts(module: str, *, interleaved: bool = False, biases: bool = Fals
     and ``down_proj`` (X, H, E) (Llama 4's, gpt-oss's): ``rows.stacked_experts`` with the inputs first."""
     gate_up, down = "experts.gate_up_proj", "experts.down_proj"
     return stacked_experts(module, gate_up, down, inputs_first=True, interleaved=interleaved, biases=biases)
+
+
+def twin_shared_expert(width: str, default: int, family: str) -> Computed:
+    """Bias-free gated routed experts of ``hidden_act`` and the width ``width`` (of default ``default``), and a
+    shared expert just like them (the ``family``'s is one more expert, unweighted); widths read off the weights."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        expert = {**GATED[config["hidden_act"]], "hidden": config[width]}
+        return {"ffn.expert": expert, "ffn.shared_expert": expert}
+
+    def fits(recipe: Any) -> str | None:
+        if recipe.ffn.shared_expert != recipe.ffn.expert:
+            return f"ffn.shared_expert must equal ffn.expert ({family}'s shared expert is one more expert, unweighted)"
+        return fits_experts(recipe)
+
+    return Computed(
+        "experts",
+        keys={"hidden_act": "silu", width: default},
+        paths=("ffn.expert", "ffn.shared_expert"),
+        read=read,
+        write=lambda recipe, weights: {
+            "hidden_act": hidden_act(recipe.ffn.expert),
+            width: weight_rows(weights, recipe, False, "experts.0.up_proj.weight"),
+        },
+        requires={"ffn.experts": fits},
+    )
+
+
+def listed_moe_layers(family: str, default: int, width: str = "intermediate_size_mlp") -> FFNLayers:
+    """The dense layers of a stack whose ``moe_layers`` lists its MoE layers (else every
+    ``interleave_moe_layer_step``-th is one, a legacy key): a gated FFN of ``hidden_act`` and ``width`` (of default
+    ``default``; written as the dense layers' width, else twice the experts'), as ``layer_kinds``' ``ffn`` (Llama
+    4's)."""
+
+    def read(config: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        step, sparse = config["interleave_moe_layer_step"], config["moe_layers"]
+        dense = [i for i in range(n) if i not in (range(step - 1, n, step) if sparse is None else sparse)]
+        if len(dense) == n:
+            raise HFImportError(f"moe_layers names no layer: zoo imports {family} models with a mixture of experts")
+        return dense_override(dense, {**GATED[config["hidden_act"]], "hidden": config[width]}, n)
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        experts = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
+        return {
+            "moe_layers": [i for i, placed in enumerate(recipe.layer_plan("decoder")) if placed["ffn"][1] == "ffn"],
+            width: weight_rows(weights, recipe, True, "up_proj.weight") or 2 * experts,
+        }
+
+    keys = {"moe_layers": None, "interleave_moe_layer_step": 1, width: default}
+    return FFNLayers(read, write, only_dense_ffns_differ, keys, legacy=("interleave_moe_layer_step",))
+
+
+def fused_layouts(module: str) -> dict[str, Any]:
+    """``derive``'s ``layout`` and ``hf_layout`` of ``fused_experts(module)``, without biases."""
+    layout, hf_layout = fused_experts(module)
+    return {"layout": layout, "hf_layout": hf_layout}
 
 
 def split_fused_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -1,7 +1,7 @@
 """gpt-oss (``GptOssForCausalLM``): Llama with biased projections, attention sinks, sliding layers, biased MoE."""
 
 from ._moe import BLOCK, LAYER, clamped_experts, fused_experts, moe_rules, router_rows
-from .llama import COMMON, IGNORED, LLAMA
+from .llama import COMMON, LLAMA
 from .mapping import Rule
 from .rows_a_rope import rope_unless_given
 from .table import Fixed, Refused
@@ -16,7 +16,6 @@ GPT_OSS = LLAMA.derive(
     "gpt_oss",
     classes=("GptOssForCausalLM",),
     rules=(*COMMON, SINKS, *moe_rules(router="router", kinds=("weight", "bias"))),
-    ignored=IGNORED,
     layout=unfuse,
     hf_layout=fuse,
     recipes=("gpt-oss-20b", "gpt-oss-120b"),
