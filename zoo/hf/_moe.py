@@ -1,8 +1,9 @@
 """What the mixture-of-experts families share (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, PhiMoE, Granite-MoE, gpt-oss,
-DeepSeek-V2/V3), as row factories a family calls with its data: the router's and experts' weight names
+DeepSeek-V2/V3, Llama 4), as row factories a family calls with its data: the router's and experts' weight names
 (:func:`moe_rules`), the router's keys (:func:`router_rows`), the experts' widths read off the weights and the dense
-layers among the MoE ones (:func:`experts`, a ``layers:`` override of the FFN: :func:`dense_override`), the
-requirements on both, and transformers 5's fused in-memory expert layouts.
+layers among the MoE ones (:func:`experts`, a ``layers:`` override of the FFN: :func:`dense_override`;
+:func:`twin_shared_expert`, :func:`listed_moe_layers`), clamped experts (:func:`clamped_experts`), the requirements
+on them, and the fused expert layouts (transformers 5's in memory; on disk, :func:`fused_experts`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ values' changes to a layer's attention, the value of a layer on export, the list
 Each layer's attention is the recipe's with the changes of its values on every axis: changes every layer shares go
 on the recipe's attention, the others become ``layers:`` overrides (``rows.per_layer_attention``). On export the
 lists are written back from each layer's attention, and ``layers:`` overrides may change only the kinds' fields.
-What a family's kinds must be beyond that (which kind rotates, one window) is its own ``requires``.
+What a family's kinds must be beyond that (which kind rotates, one window) is its own ``requires``. A kind's change
+may be a ``rows_kinds.Setting``, config keys that state it both ways; a family that declares the order of its
+settings' misfits (``fit``) is checked by ``rows_kinds.kinds_fit`` instead (Llama 4).
 """
 
 from __future__ import annotations
