@@ -1,8 +1,9 @@
 """What the mixture-of-experts families share (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, PhiMoE, Granite-MoE, gpt-oss,
-DeepSeek-V2/V3), as row factories a family calls with its data: the router's and experts' weight names
+DeepSeek-V2/V3, Llama 4), as row factories a family calls with its data: the router's and experts' weight names
 (:func:`moe_rules`), the router's keys (:func:`router_rows`), the experts' widths read off the weights and the dense
-layers among the MoE ones (:func:`experts`, a ``layers:`` override of the FFN: :func:`dense_override`), the
-requirements on both, and transformers 5's fused in-memory expert layouts.
+layers among the MoE ones (:func:`experts`, a ``layers:`` override of the FFN: :func:`dense_override`;
+:func:`twin_shared_expert`, :func:`listed_moe_layers`), clamped experts (:func:`clamped_experts`), the requirements
+on them, and the fused expert layouts (transformers 5's in memory; on disk, :func:`fused_experts`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import torch
 from zoo.errors import HFImportError
 
 from .mapping import Option, Requirement, Rule
-from .rows import ACTS, GATED, hidden_act
-from .table import Computed, Fixed, Key, Row, Unread
+from .rows import ACTS, GATED, hidden_act, stacked_experts
+from .rows_kinds import FFNLayers
+from .table import Computed, Fixed, Key, Refused, Require, Row, Unread
 
 LAYER, BLOCK = "model.layers.{i}", "blocks.{i}"
 MLP, FFN = f"{LAYER}.mlp", f"{BLOCK}.ffn"
@@ -27,6 +29,12 @@ ROUTER_LOGITS = Unread(
     "output_router_logits", "whether forward also returns the router logits: an output, not the network"
 )
 """The router-logits output switch, as PhiMoE and DeepSeek-V2 explain it."""
+
+TRAINING_ONLY = (
+    Refused("router_jitter_noise", lambda v: not v, "zoo's router adds no training noise", export=0.0),
+    ROUTER_LOGITS,
+)
+"""A router's keys for training: its jitter noise refused (zoo's router adds none), its logits output unread."""
 
 
 def swiglu_rules(hf: str, zoo: str) -> tuple[Rule, ...]:
@@ -49,13 +57,14 @@ def moe_rules(
 ) -> tuple[Rule, ...]:
     """The weight names of layer ``{i}``'s MoE module ``moe``: its ``router`` and the experts' gate, up and down
     projections (``names``; Mixtral's ``w1``, ``w3``, ``w2``), each of ``kinds`` (a weight, and a bias too); with
-    ``dense``, after a dense layer's SwiGLU (``mlp.gate_proj``, ...); with ``shared``, before the shared expert's."""
+    ``dense``, after a dense layer's SwiGLU of the same module (``mlp.gate_proj``, ...); with ``shared``, before the
+    shared expert's."""
     parts = (
         (router, "router"),
         *((f"experts.{{e}}.{hf}", f"experts.{{e}}.{p}_proj") for hf, p in zip(names, PROJECTIONS, strict=True)),
     )
     return (
-        *(DENSE_FFN_RULES if dense else ()),
+        *(swiglu_rules(moe, FFN) if dense else ()),
         *(Rule(f"{moe}.{hf}.{kind}", f"{FFN}.{zoo}.{kind}") for hf, zoo in parts for kind in kinds),
         *(swiglu_rules(f"{moe}.{shared}", f"{FFN}.shared_expert") if shared else ()),
     )
@@ -68,17 +77,47 @@ def router_rows(
     *,
     normalize: bool | None = None,
     aux: str = "router_aux_loss_coef",
+    fixed: Mapping[str, Any] = {},
 ) -> tuple[Row, ...]:
     """``ffn.type: moe`` and the router's keys: the experts' ``count`` (of default ``experts``; None: a row of the
     family's reads it), ``num_experts_per_tok``, ``norm_topk_prob`` (where ``normalize`` gives its default) and the
-    load-balancing loss's coefficient, ``aux``."""
+    load-balancing loss's coefficient, ``aux``; ``fixed``: the ``ffn`` fields every model of the family has at one
+    value (``{"router_bias": True}``)."""
     return (
         Fixed("ffn.type", "moe"),
         *((Key(count, "ffn.num_experts", experts),) if count else ()),
         Key("num_experts_per_tok", "ffn.top_k", top_k),
         *(() if normalize is None else (Key("norm_topk_prob", "ffn.normalize", normalize, read=bool),)),
         Key(aux, "ffn.aux_loss_coef", 0.001),
+        *(Fixed(f"ffn.{name}", value) for name, value in fixed.items()),
     )
+
+
+WEIGHTED_INPUT = {"scoring": "sigmoid", "normalize": False, "weighted_input": True}
+"""``router_rows``' ``fixed`` of a router whose sigmoid scores, unnormalised, scale the chosen experts' input
+(Llama 4's)."""
+
+
+def clamped_experts(owner: str, width: int, alpha: float, limit: float) -> tuple[Row, ...]:
+    """Biased SwiGLU experts that clamp (gpt-oss's), ``min(g, limit) * sigmoid(alpha * min(g, limit)) *
+    (clamp(u, -limit, limit) + 1)``: their width ``intermediate_size``, ``swiglu_alpha`` and ``swiglu_limit`` (of
+    defaults ``width``, ``alpha``, ``limit``); ``owner`` (the HF experts' class) ignores ``hidden_act``."""
+    return (
+        Fixed("ffn.expert.type", "swiglu"),
+        Fixed("ffn.expert.bias", True),
+        Fixed("ffn.expert.up_shift", 1.0),  # the (up + 1)
+        Key("intermediate_size", "ffn.expert.hidden", width),
+        Key("swiglu_alpha", "ffn.expert.alpha", alpha),
+        Key("swiglu_limit", "ffn.expert.limit", limit),
+        Require("ffn.expert", _clamps),
+        Refused("swiglu_limit", lambda v: v is not None, f"{owner} clamp by it; without one they cannot run"),
+        Unread("hidden_act", f"{owner} ignore it: their gate is x * sigmoid(swiglu_alpha * x), clamped"),
+    )
+
+
+def _clamps(recipe: Any) -> str | None:
+    expert = recipe.ffn.expert
+    return None if expert.hidden and expert.limit else "ffn.expert needs its hidden width and a limit (it clamps)"
 
 
 def dense_override(layers: list[int], ffn: dict[str, Any], num_layers: int) -> list[dict[str, Any]]:
@@ -260,6 +299,69 @@ def experts(
         write=write,
         requires={"ffn.experts": fits, "layers": dense.check} if requires is None else requires,
     )
+
+
+def fused_experts(module: str, *, interleaved: bool = False, biases: bool = False) -> tuple[Any, Any]:
+    """``(layout, hf_layout)`` of experts fused on disk as transformers' ``{module}.experts.gate_up_proj`` (X, E, 2H)
+    and ``down_proj`` (X, H, E) (Llama 4's, gpt-oss's): ``rows.stacked_experts`` with the inputs first."""
+    gate_up, down = "experts.gate_up_proj", "experts.down_proj"
+    return stacked_experts(module, gate_up, down, inputs_first=True, interleaved=interleaved, biases=biases)
+
+
+def twin_shared_expert(width: str, default: int, family: str) -> Computed:
+    """Bias-free gated routed experts of ``hidden_act`` and the width ``width`` (of default ``default``), and a
+    shared expert just like them (the ``family``'s is one more expert, unweighted); widths read off the weights."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        expert = {**GATED[config["hidden_act"]], "hidden": config[width]}
+        return {"ffn.expert": expert, "ffn.shared_expert": expert}
+
+    def fits(recipe: Any) -> str | None:
+        if recipe.ffn.shared_expert != recipe.ffn.expert:
+            return f"ffn.shared_expert must equal ffn.expert ({family}'s shared expert is one more expert, unweighted)"
+        return fits_experts(recipe)
+
+    return Computed(
+        "experts",
+        keys={"hidden_act": "silu", width: default},
+        paths=("ffn.expert", "ffn.shared_expert"),
+        read=read,
+        write=lambda recipe, weights: {
+            "hidden_act": hidden_act(recipe.ffn.expert),
+            width: weight_rows(weights, recipe, False, "experts.0.up_proj.weight"),
+        },
+        requires={"ffn.experts": fits},
+    )
+
+
+def listed_moe_layers(family: str, default: int, width: str = "intermediate_size_mlp") -> FFNLayers:
+    """The dense layers of a stack whose ``moe_layers`` lists its MoE layers (else every
+    ``interleave_moe_layer_step``-th is one, a legacy key): a gated FFN of ``hidden_act`` and ``width`` (of default
+    ``default``; written as the dense layers' width, else twice the experts'), as ``layer_kinds``' ``ffn`` (Llama
+    4's)."""
+
+    def read(config: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        step, sparse = config["interleave_moe_layer_step"], config["moe_layers"]
+        dense = [i for i in range(n) if i not in (range(step - 1, n, step) if sparse is None else sparse)]
+        if len(dense) == n:
+            raise HFImportError(f"moe_layers names no layer: zoo imports {family} models with a mixture of experts")
+        return dense_override(dense, {**GATED[config["hidden_act"]], "hidden": config[width]}, n)
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        experts = weight_rows(weights, recipe, False, "experts.0.up_proj.weight")
+        return {
+            "moe_layers": [i for i, placed in enumerate(recipe.layer_plan("decoder")) if placed["ffn"][1] == "ffn"],
+            width: weight_rows(weights, recipe, True, "up_proj.weight") or 2 * experts,
+        }
+
+    keys = {"moe_layers": None, "interleave_moe_layer_step": 1, width: default}
+    return FFNLayers(read, write, only_dense_ffns_differ, keys, legacy=("interleave_moe_layer_step",))
+
+
+def fused_layouts(module: str) -> dict[str, Any]:
+    """``derive``'s ``layout`` and ``hf_layout`` of ``fused_experts(module)``, without biases."""
+    layout, hf_layout = fused_experts(module)
+    return {"layout": layout, "hf_layout": hf_layout}
 
 
 def split_fused_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -13,7 +13,9 @@ values' changes to a layer's attention, the value of a layer on export, the list
 Each layer's attention is the recipe's with the changes of its values on every axis: changes every layer shares go
 on the recipe's attention, the others become ``layers:`` overrides (``rows.per_layer_attention``). On export the
 lists are written back from each layer's attention, and ``layers:`` overrides may change only the kinds' fields.
-What a family's kinds must be beyond that (which kind rotates, one window) is its own ``requires``.
+What a family's kinds must be beyond that (which kind rotates, one window) is its own ``requires``. A kind's change
+may be a ``rows_kinds.Setting``, config keys that state it both ways; a family that declares the order of its
+settings' misfits (``fit``) is checked by ``rows_kinds.kinds_fit`` instead (Llama 4).
 """
 
 from __future__ import annotations
@@ -28,23 +30,12 @@ from zoo.errors import HFImportError
 from .mapping import Option, Requirement
 from .rope import ROPE_SCALINGS, ROPE_TYPE_WHY, hf_rope_parameters, rope_spec
 from .rows import layer_attentions, only_attention_differs, per_layer_attention, selector, uses_rope
+from .rows_kinds import Change, FFNLayers, Setting, kinds_fit, nope, parts, same, settings_of
+from .rows_kinds import unreadable as lists_unreadable
 from .table import Computed
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 """transformers' ``layer_types`` of a sliding-window layer and of one that sees every key."""
-
-Change = Callable[[dict[str, Any]], dict[str, Any]]
-"""The attention fields a kind of layer sets, from the config (its window, its chunk size, ...)."""
-
-
-def same(config: dict[str, Any]) -> dict[str, Any]:
-    """The change of a kind that is the recipe's attention as it is."""
-    return {}
-
-
-def nope(config: dict[str, Any]) -> dict[str, Any]:
-    """The change of a NoPE layer: no position encoding at all."""
-    return {"rotary": {"type": "none"}}
 
 
 def sliding_or_full(attention: Any) -> str:
@@ -54,12 +45,12 @@ def sliding_or_full(attention: Any) -> str:
 
 @dataclass(frozen=True)
 class Axis:
-    """One per-layer list of the config: ``kinds`` maps each value to its change of the layer's attention;
-    ``fill(config, lists read so far)`` is the list of a config that omits it; ``of`` gives a layer's value on
-    export (from its attention: by default its ``layer_types`` entry, sliding or full); ``kind`` names the kind a
-    listed value means (identity: a value not in ``kinds`` fails)."""
+    """One per-layer list of the config: ``kinds`` maps each value to its change of the layer's attention (or a
+    tuple of changes, applied in turn); ``fill(config, lists read so far)`` is the list of a config that omits it;
+    ``of`` gives a layer's value on export (from its attention: by default its ``layer_types`` entry, sliding or
+    full); ``kind`` names the kind a listed value means (identity: a value not in ``kinds`` fails)."""
 
-    kinds: Mapping[Any, Change]
+    kinds: Mapping[Any, Change | tuple[Change, ...]]
     fill: Callable[[dict[str, Any], dict[str, list[Any]]], list[Any]]
     of: Callable[[Any], Any] = sliding_or_full
     kind: Callable[[Any], Any] = lambda value: value
@@ -91,8 +82,37 @@ def rope_every(config: dict[str, Any], lists: dict[str, list[Any]]) -> list[int]
     return [int((i + 1) % interval != 0) for i in range(config["num_hidden_layers"])]
 
 
-NO_ROPE_LAYERS = Axis({1: same, 0: nope}, rope_every, of=lambda a: int(uses_rope(a)), kind=lambda v: int(bool(v)))
-"""SmolLM3's ``no_rope_layers``: 1 (any true value) a RoPE layer, 0 a NoPE one."""
+def no_rope_layers(rope: Change | tuple[Change, ...] = same, nope: Change | tuple[Change, ...] = nope) -> Axis:
+    """``no_rope_layers``: 1 (any true value) a RoPE layer, of the change ``rope``, 0 a NoPE one, of ``nope``
+    (Llama 4's have their own settings); a config without it has every ``no_rope_layer_interval``-th NoPE."""
+    return Axis({1: rope, 0: nope}, rope_every, of=lambda a: int(uses_rope(a)), kind=lambda v: int(bool(v)))
+
+
+NO_ROPE_LAYERS = no_rope_layers()
+"""SmolLM3's ``no_rope_layers``: its NoPE layers only lose the rope."""
+
+CHUNKED = "chunked_attention"
+"""transformers' ``layer_types`` of a chunked layer: a query sees the keys of its own chunk only."""
+
+
+def masked_types(owner: str, *types: str) -> Option:
+    """The refusal of a ``layer_types`` entry other than ``types``, the layers for which ``owner`` makes masks."""
+    return Option(
+        "layer_types",
+        lambda v: v is None or set(v) <= set(types),
+        f"{owner} makes masks for {' and '.join(types)} layers only",
+    )
+
+
+def chunked_types(chunk: str, default: int | None) -> Axis:
+    """A ``layer_types`` axis of chunked layers (chunks of the config key ``chunk``, of default ``default``) and
+    full ones; a config without it chunks the layers that rotate (by ``no_rope_layers``), where ``chunk`` is set
+    (Llama 4's)."""
+    return Axis(
+        {CHUNKED: Setting({"chunk_size": chunk}, defaults={chunk: default}), FULL: same},
+        lambda config, lists: [CHUNKED if r and config[chunk] else FULL for r in lists["no_rope_layers"]],
+        of=lambda attention: CHUNKED if attention.chunk_size else FULL,
+    )
 
 
 def used_window(config: dict[str, Any]) -> int | None:
@@ -160,35 +180,61 @@ def layer_kinds(
     *,
     keys: Mapping[str, Any],
     fields: tuple[str, ...] = ("window", "rotary"),
-    shared: Mapping[str, str] = {"sliding_window": "window"},
+    shared: Mapping[str, str] | None = None,
     requires: Mapping[str, Requirement] = {},
     more: Callable[[Any, list[Any]], dict[str, Any]] = lambda recipe, attentions: {},
     legacy: tuple[str, ...] = (),
+    unreadable: str | None = None,
+    ffn: FFNLayers | None = None,
+    fit: tuple[str, str, tuple[Setting, ...]] | None = None,
     **axes: Axis,
 ) -> Computed:
     """The ``layers`` row of a family with the kinds of layer ``axes`` declare (by config key, in the order they
     fill in), which change the attention's ``fields``. ``shared`` config keys are written as the first non-None
-    value of an attention field across the layers (``{"sliding_window": "window"}``); ``more(recipe, attentions)``
-    adds the keys the family writes beside them. One list is read a layer per entry (as Cohere2, EXAONE 4 and
-    OLMo 3 read ``layer_types``), several for ``num_hidden_layers`` layers (SmolLM3)."""
+    value of an attention field across the layers (by default ``{"sliding_window": "window"}`` where the kinds
+    change the window), then the kinds' ``Setting`` keys (their defaults join ``keys``); ``more(recipe,
+    attentions)`` adds the keys the family writes beside them. One list is read a layer per entry (as Cohere2,
+    EXAONE 4 and OLMo 3 read ``layer_types``), several for ``num_hidden_layers`` layers (SmolLM3, Llama 4).
+
+    ``unreadable``: the import error of lists that ``rows_kinds.unreadable`` finds short or missing a setting's key.
+    ``ffn``: layers whose FFN differs, read and written beside the kinds (an MoE stack's dense layers; its keys and
+    legacy keys join the row's). ``fit``: ``(family, alike, order)`` of ``rows_kinds.kinds_fit``, the ``layers``
+    requirement in place of "only ``fields`` differ"."""
+    settings = settings_of(axes)
+    keys = {
+        **keys,
+        **{key: v for setting in settings for key, v in setting.defaults.items()},
+        **(ffn.keys if ffn else {}),
+    }
+    shared = ({"sliding_window": "window"} if "window" in fields else {}) if shared is None else shared
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
         lists: dict[str, list[Any]] = {}
         for key, axis in axes.items():
             lists[key] = config[key] or axis.fill(config, lists)
+        if unreadable is not None and lists_unreadable(config, lists, axes):
+            raise HFImportError(unreadable)
         n = len(lists[next(iter(axes))]) if len(axes) == 1 else config["num_hidden_layers"]
         changes = [
-            {f: v for key, axis in axes.items() for f, v in axis.kinds[axis.kind(lists[key][i])](config).items()}
+            {
+                f: v
+                for key, axis in axes.items()
+                for part in parts(axis.kinds[axis.kind(lists[key][i])])
+                for f, v in part(config).items()
+            }
             for i in range(n)
         ]
-        return per_layer_attention(recipe, changes)
+        out = per_layer_attention(recipe, changes)
+        return out if ffn is None else {**out, "layers": [*out.pop("layers", []), *ffn.read(config, n)]}
 
     def write(recipe: Any, weights: Any) -> dict[str, Any]:
         attentions = layer_attentions(recipe)
         out = {key: [axis.of(a) for a in attentions] for key, axis in axes.items()}
         for key, name in shared.items():
             out[key] = next((getattr(a, name) for a in attentions if getattr(a, name) is not None), None)
-        return {**out, **more(recipe, attentions)}
+        for setting in settings:
+            out.update(setting.write(attentions, keys))
+        return {**out, **more(recipe, attentions), **(ffn.write(recipe, weights) if ffn else {})}
 
     return Computed(
         "layers",
@@ -196,8 +242,8 @@ def layer_kinds(
         paths=(*(f"attention.{f}" for f in fields), "layers"),
         read=read,
         write=write,
-        requires={"layers": only_attention_differs(*fields), **requires},
-        legacy=legacy,
+        requires={"layers": kinds_fit(axes, fields, *fit, ffn) if fit else only_attention_differs(*fields), **requires},
+        legacy=(*legacy, *(ffn.legacy if ffn else ())),
         last=True,  # its overrides copy the attention as the other rows made it
     )
 
