@@ -5,17 +5,15 @@ from dataclasses import replace
 
 from ._moe import FIRST_K, experts, fits_moe, split_fused_experts
 from .deepseek_v2 import DEEPSEEK_V2
-from .rows import rope
+from .rows_a_rope import rope_interleaved_by
 from .rows_mla import NOAUX_ROUTER
 from .table import Unread
 
 EXPERTS = experts(2048, 18432, FIRST_K, shared=("n_shared_experts", 1), per_expert=True, fits=fits_moe)
-ROPE = rope(interleaved=True)
 
 
-def drop_mtp_modules(
-    state: dict,
-) -> dict:  # the multi-token-prediction layers (an eh_proj's), which transformers builds neither
+def drop_mtp_modules(state: dict) -> dict:
+    """The state without the multi-token-prediction layers (an ``eh_proj``'s), which transformers builds neither."""
     mtp = tuple(name.removesuffix("eh_proj.weight") for name in state if name.endswith(".eh_proj.weight"))
     return split_fused_experts({n: t for n, t in state.items() if not (mtp and n.startswith(mtp))})
 
@@ -27,22 +25,7 @@ DEEPSEEK_V3 = DEEPSEEK_V2.derive(
     recipes=("deepseek-v3",),
     drop=("router", "ffn.normalize", "norm_topk_prob", "mlp_bias"),  # V2's greedy router
     rows=(
-        replace(  # pairs interleaved as rope_interleave says; no rope_theta (rope_parameters holds the base)
-            ROPE,
-            keys={**ROPE.keys, "rope_interleave": True},
-            read=lambda config, recipe: {
-                "positional": {
-                    **ROPE.read(config, recipe)["positional"],
-                    "interleaved": bool(config["rope_interleave"]),
-                }
-            },
-            write=lambda recipe, weights: {
-                "rope_parameters": ROPE.write(recipe, weights)["rope_parameters"],
-                "rope_interleave": recipe.positional.interleaved,
-            },
-            requires={k: v for k, v in ROPE.requires.items() if k != "positional.interleaved"},
-            legacy=("rope_scaling", "rope_theta"),
-        ),
+        rope_interleaved_by("rope_interleave"),
         replace(
             EXPERTS, write=lambda recipe, weights: {**EXPERTS.write(recipe, weights), "num_nextn_predict_layers": 0}
         ),

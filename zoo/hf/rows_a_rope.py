@@ -17,3 +17,23 @@ def rope_unless_given(params: dict[str, Any]) -> Computed:
         return ROPE.read(config, recipe)
 
     return replace(ROPE, read=read)
+
+
+def rope_interleaved_by(key: str) -> Computed:
+    """``rows.ROPE`` whose pairs are adjacent dims or halves as the config's ``key`` says (DeepSeek-V3's
+    ``rope_interleave``), written back with ``rope_parameters`` alone (it holds the base)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        return {"positional": {**ROPE.read(config, recipe)["positional"], "interleaved": bool(config[key])}}
+
+    return replace(
+        ROPE,
+        keys={**ROPE.keys, key: True},
+        read=read,
+        write=lambda recipe, weights: {
+            "rope_parameters": ROPE.write(recipe, weights)["rope_parameters"],
+            key: recipe.positional.interleaved,
+        },
+        requires={k: v for k, v in ROPE.requires.items() if k != "positional.interleaved"},
+        legacy=("rope_scaling", "rope_theta"),
+    )
