@@ -254,6 +254,24 @@ def biased_head(family: str) -> tuple[Row, ...]:
     )
 
 
+def head_bias(key: str, family: str) -> Computed:
+    """An LM head with a bias where the config flag ``key`` says so (PhiMoE's ``lm_head_bias``); a tied head with a
+    bias is refused, as zoo's tied head has none."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        if config[key] and config["tie_word_embeddings"]:
+            raise HFImportError(
+                f"{key}=True with tie_word_embeddings=True is not supported: {family}'s tied head keeps a bias of "
+                "its own, and zoo's tied head has none (tie_embeddings excludes bias)"
+            )
+        return {"head.bias": bool(config[key])}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {key: recipe.head.bias}
+
+    return Computed("head bias", keys={key: False}, paths=("head.bias",), read=read, write=write)
+
+
 def dropout(key: str, *also: str, default: float = 0.0) -> Computed:
     """zoo's one dropout: read from ``key`` (the residual branches'), written to it and to the keys ``also`` names
     (GPT-J's and Phi's embeddings' dropout)."""
@@ -290,6 +308,14 @@ def linear_rules(hf: str, zoo: str, *modules: str) -> tuple[Rule, ...]:
     """The weight and bias rows of each ``"<HF module> <zoo module>"`` pair, under the prefixes ``hf`` and ``zoo``."""
     pairs = [module.split() for module in modules]
     return tuple(Rule(f"{hf}{a}.{kind}", f"{zoo}{b}.{kind}") for a, b in pairs for kind in ("weight", "bias"))
+
+
+NORM_BIASES = (
+    Rule("model.layers.{i}.input_layernorm.bias", "blocks.{i}.attention_norm.bias"),
+    Rule("model.layers.{i}.post_attention_layernorm.bias", "blocks.{i}.ffn_norm.bias"),  # a sequential block's
+    Rule("model.norm.bias", "final_norm.bias"),
+)
+"""The biases of Llama's norms where a family makes them LayerNorms (StableLM, PhiMoE)."""
 
 
 def fused_qkv(module: str) -> tuple[Rule, ...]:

@@ -1,0 +1,80 @@
+"""LongRoPE as the Phi line's configs write it (Phi-3, PhiMoE): one row that reads an unscaled rope or LongRoPE,
+with the quirks of each family's config as parameters, and the refusals of every other rope type."""
+
+from dataclasses import replace
+from typing import Any
+
+from zoo.errors import HFImportError
+
+from .rope import rope_options, rope_parameters, rope_type, scaling_parameters
+from .rows import rope
+from .table import Row
+
+
+def longrope(
+    family: str,
+    why: str,
+    *,
+    partial: bool = False,
+    legacy: dict[str, str] | None = None,
+    original: int | None = None,
+    mscale: bool = False,
+) -> tuple[Row, ...]:
+    """The rope row of an unscaled rope or LongRoPE, and the refusals (``why``) of every other rope type.
+
+    ``partial``: over the leading ``partial_rotary_factor`` of each head (``rows.rope``). ``legacy``: a family's
+    old names of LongRoPE (``rope.PHI3_ROPE_TYPES``). ``original``: the default of a top-level
+    ``original_max_position_embeddings`` past which LongRoPE switches to its long factors, written back (the
+    model's length without LongRoPE). ``mscale``: cos and sin scaled by ``short_mscale`` (``long_mscale`` past the
+    original length, which must be the same) and the short factors at every length (PhiMoE's): zoo's longrope with
+    long factors = short ones and ``attention_factor`` = the mscale."""
+    base = rope(partial=partial)
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        params = rope_parameters(config) if partial else scaling_parameters(config)
+        if legacy:  # the rope parameters as the family's config class holds them, legacy names renamed
+            params["rope_type"] = rope_type(params, legacy)
+            config = {**config, "rope_scaling": None, "rope_parameters": params}
+        if not mscale or rope_type(params) == "default":
+            return base.read(config, recipe)
+        short, long = params.get("short_mscale"), params.get("long_mscale")
+        if short != long:
+            raise HFImportError(
+                f"short_mscale={short!r} and long_mscale={long!r}: {family}'s attention factor would change "
+                "with the sequence length, which zoo's rope does not compute"
+            )
+        spec = base.read(config, recipe)["positional"]
+        return {"positional": {**spec, "long_factor": spec["short_factor"], "attention_factor": float(short)}}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        out, rotary = base.write(recipe, weights), recipe.positional
+        if mscale and rotary.scaling == "longrope":
+            factor = out["rope_parameters"].pop("attention_factor")
+            out["rope_parameters"].update(short_mscale=factor, long_mscale=factor)
+        if original is not None:  # transformers takes it over the rope parameters' own
+            out["original_max_position_embeddings"] = (
+                rotary.original_max_len if rotary.scaling == "longrope" else recipe.max_len
+            )
+        return out
+
+    def fits(recipe: Any) -> str | None:
+        rotary = recipe.positional
+        if rotary.scaling == "none" or (
+            rotary.scaling == "longrope"
+            and rotary.long_factor == rotary.short_factor
+            and rotary.attention_factor is not None
+        ):
+            return None
+        return (
+            f"{family}'s rope is unscaled, or LongRoPE with long factors equal to its short ones and an "
+            "attention_factor"
+        )
+
+    row = replace(
+        base,
+        keys=base.keys if original is None else {**base.keys, "original_max_position_embeddings": original},
+        read=read,
+        write=write,
+        requires={**base.requires, "positional.scaling": fits if mscale else ("none", "longrope")},
+    )
+    return row, *rope_options(("default", "longrope", *(legacy or {})), why)
