@@ -65,6 +65,18 @@ PARALLEL_SHARED: tuple[Row, ...] = (Fixed("block.parallel", True), Fixed("block.
 """Attention and MLP read one norm of the block's input in parallel (GPT-J's and Phi's only block)."""
 
 
+def parallel_flag(key: str, default: bool, family: str) -> Computed:
+    """One config flag ``key`` for a parallel block reading one shared norm (StableLM's ``use_parallel_residual``),
+    else a sequential one: a parallel block of two norms is refused."""
+
+    def one_norm(recipe: Any) -> str | None:
+        if recipe.block.parallel and not recipe.block.shared_norm:
+            return f"block.shared_norm is False, needs True in a parallel block ({family}'s has one norm)"
+        return None
+
+    return flag("parallel", key, default, "block.parallel", "block.shared_norm", check=one_norm)
+
+
 def mha(key: str, default: int) -> Computed:
     """Multi-head attention of ``key`` heads of hidden_size / heads features (the config has no key/value-head
     count nor head width): rows.HEADS in its place says those."""
@@ -239,18 +251,15 @@ def rotary_dim(why: str) -> tuple[Row, ...]:
     )
 
 
-def biased_head(family: str) -> tuple[Row, ...]:
-    """An untied LM head with a bias (GPT-J's, Phi's): tying is refused, as zoo's tied head has no bias."""
+def biased_head(family: str, why: str | None = None) -> tuple[Row, ...]:
+    """An untied LM head with a bias (GPT-J's, Phi's, CodeGen's): tying is refused (``why``, by default that zoo's
+    tied head has no bias)."""
+    why = why or f"{family}'s LM head has a bias, and zoo's tied head has none (tie_embeddings excludes bias)"
     return (
         Fixed("head.type", "lm"),
         Fixed("head.tie_embeddings", False),
         Fixed("head.bias", True),
-        Refused(
-            "tie_word_embeddings",
-            lambda v: not v,
-            f"{family}'s LM head has a bias, and zoo's tied head has none (tie_embeddings excludes bias)",
-            export=False,
-        ),
+        Refused("tie_word_embeddings", lambda v: not v, why, export=False),
     )
 
 
