@@ -9,8 +9,8 @@ from .llama import BLOCK, COMMON, LAYER
 from .mapping import Rule
 from .mistral import MISTRAL
 from .rope import PHI3_ROPE_TYPES
-from .rows_longrope import longrope
 from .rows_neox import sublayer_dropout
+from .rows_rope import longrope
 
 RULES = (
     *COMMON[:2],  # the embeddings, the attention's input norm

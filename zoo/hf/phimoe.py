@@ -5,8 +5,8 @@ from ._moe import ROUTER_LOGITS
 from .mapping import Option, Rule
 from .mixtral import MIXTRAL
 from .rows import ONE_BIAS
-from .rows_longrope import longrope
 from .rows_neox import NORM_BIASES, head_bias
+from .rows_rope import longrope
 from .table import Fixed, Key, Unread
 
 TYPE_WHY = (

@@ -27,7 +27,7 @@ from .rope import (
     scaling_fits,
     scaling_parameters,
 )
-from .rows import biases
+from .rows import BIAS_FIELDS, biases
 from .rows_classic import PRE_NORM, width
 from .table import Computed, Fixed, Key, Refused, Row
 
@@ -153,6 +153,19 @@ def flag(name: str, key: str, default: bool, *fields: str, owns: tuple[str, ...]
         write=lambda recipe, weights: {key: attrgetter(fields[0])(recipe)},
         requires={name: check},
     )
+
+
+def every_bias(key: str, default: bool) -> Computed:
+    """One config flag ``key`` for the biases of every projection, the attention's and the MLP's, which must all
+    agree (StarCoder2's ``use_bias``)."""
+
+    def alike(recipe: Any) -> str | None:
+        on = {**{f"attention.{p}": b for p, b in recipe.attention.biases().items()}, "ffn": recipe.ffn.bias}
+        if len(set(on.values())) != 1 or recipe.attention.bias != recipe.ffn.bias:
+            return f"biases are {on}, need all or none ({key})"
+        return None
+
+    return flag("biases", key, default, "attention.bias", "ffn.bias", owns=(*BIAS_FIELDS, "ffn.bias"), check=alike)
 
 
 def wider(key: str, d_model: str) -> Computed:

@@ -1,14 +1,14 @@
-"""LongRoPE as the Phi line's configs write it (Phi-3, PhiMoE): one row that reads an unscaled rope or LongRoPE,
-with the quirks of each family's config as parameters, and the refusals of every other rope type."""
+"""RoPE rows beyond ``rows.rope``, for ropes that configs write in their own ways: LongRoPE as the Phi line's configs
+write it (Phi-3, PhiMoE), and a dynamic rope with an NTK ``alpha`` (HunYuan), a fixed stretch of the base."""
 
 from dataclasses import replace
 from typing import Any
 
 from zoo.errors import HFImportError
 
-from .rope import rope_options, rope_parameters, rope_type, scaling_parameters
-from .rows import rope
-from .table import Row
+from .rope import rope_options, rope_parameters, rope_theta, rope_type, scaling_parameters
+from .rows import ROPE, rope
+from .table import Computed, Row
 
 
 def longrope(
@@ -78,3 +78,21 @@ def longrope(
         requires={**base.requires, "positional.scaling": fits if mscale else ("none", "longrope")},
     )
     return row, *rope_options(("default", "longrope", *(legacy or {})), why)
+
+
+def ntk_alpha_rope() -> Computed:
+    """RoPE whose ``dynamic`` type with an ``alpha`` is a fixed NTK stretch of the base (HunYuan's), imported as
+    that base, unscaled (and exported so); every other rope as ``rows.ROPE`` reads it."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        params = scaling_parameters(config)
+        if rope_type(params) != "dynamic" or not params.get("alpha"):
+            return ROPE.read(config, recipe)
+        # transformers' NTK-alpha reads config.head_dim (not a derived one): base * alpha ** (d / (d - 2))
+        dim = config["head_dim"]
+        if dim is None:
+            raise HFImportError("a dynamic rope with an alpha needs head_dim (transformers' NTK-alpha reads it)")
+        theta = rope_theta({**config, "rope_parameters": params})
+        return {"positional": {"type": "rope", "theta": theta * params["alpha"] ** (dim / (dim - 2))}}
+
+    return replace(ROPE, read=read)
