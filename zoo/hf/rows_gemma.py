@@ -1,5 +1,6 @@
-"""Rows that Gemma 2 and Gemma 3 share: the sandwich norms' weight table, a row read and written under other key
-names, the score scale ``query_pre_attn_scalar ** -0.5`` and the soft caps' reader."""
+"""Rows that the Gemma families share: the gated FFN, the sandwich norms' weight table, a row read and written under
+other key names or with some values read as others, the score scale ``query_pre_attn_scalar ** -0.5`` and the soft
+caps' reader."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Any
 
 from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA_RULES
 from .mapping import Rule
+from .rows import gated_ffn
 from .table import Computed
+
+GATED_FFN = gated_ffn()
 
 SANDWICH_RULES = (
     *COMMON[:2],  # the embeddings, the attention's input norm
@@ -36,6 +40,16 @@ def renamed(row: Computed, **names: str) -> Computed:
         return {theirs.get(k, k): v for k, v in row.write(recipe, weights).items()}
 
     return replace(row, keys={theirs.get(k, k): v for k, v in row.keys.items()}, read=read, write=write)
+
+
+def aliased(row: Computed, key: str, **values: str) -> Computed:
+    """``row`` reading some values of the config's ``key`` as others (``gelu="gelu_pytorch_tanh"``: Gemma 1's
+    ``hidden_act``, whose ``gelu`` transformers' GemmaConfig reads as the tanh GELU)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        return row.read({**config, key: values.get(config[key], config[key])}, recipe)
+
+    return replace(row, read=read)
 
 
 def attention_scale(config: dict[str, Any]) -> float | None:

@@ -1,11 +1,14 @@
 """RoPE rows beyond ``rows.rope``, for ropes that configs write in their own ways: LongRoPE as the Phi line's configs
-write it (Phi-3, PhiMoE), and a dynamic rope with an NTK ``alpha`` (HunYuan), a fixed stretch of the base."""
+write it (Phi-3, PhiMoE), a dynamic rope with an NTK ``alpha`` (HunYuan), a fixed stretch of the base, and YaRN
+that always truncates (Gemma 3)."""
 
 from dataclasses import replace
 from typing import Any
 
 from zoo.errors import HFImportError
 
+from .layer_kinds import layer_ropes
+from .mapping import Requirement
 from .rope import rope_options, rope_parameters, rope_theta, rope_type, scaling_parameters
 from .rows import ROPE, rope
 from .table import Computed, Row
@@ -78,6 +81,18 @@ def longrope(
         requires={**base.requires, "positional.scaling": fits if mscale else ("none", "longrope")},
     )
     return row, *rope_options(("default", "longrope", *(legacy or {})), why)
+
+
+def yarn_truncates(family: str) -> Requirement:
+    """A requirement: every YaRN rope of the recipe, its layers' own included, truncates (transformers' ``family``
+    always does, whatever its parameters say: Gemma 3's, as transformers 5 reads no nested ``truncate``)."""
+
+    def check(recipe: Any) -> str | None:
+        if any(rope.scaling == "yarn" and not rope.truncate for rope in layer_ropes(recipe)):
+            return f"a yarn rope has truncate False; transformers' {family} always truncates YaRN's ramp"
+        return None
+
+    return check
 
 
 def ntk_alpha_rope() -> Computed:
