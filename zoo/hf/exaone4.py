@@ -5,7 +5,7 @@ every key without any position encoding (NoPE). With no ``sliding_window`` every
 from .layer_kinds import FULL, SLIDING, layer_kinds, nope, same, slides, sliding_types, windowed
 from .olmo2 import OLMO2
 from .qwen3 import QK_NORM
-from .rows_kinds import sliding_rope_full_nope, windowed_pattern
+from .rows_sliding import sliding_rope_full_nope, windowed_pattern
 from .table import Fixed
 
 EXAONE4 = OLMO2.derive(

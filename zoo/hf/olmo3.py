@@ -4,7 +4,7 @@ the full layers'). The sliding layers' rope is the recipe's; full layers with an
 
 from .layer_kinds import FULL, SLIDING, every_nth
 from .olmo2 import OLMO2
-from .rows_kinds import rope_per_kind
+from .rows_sliding import rope_per_kind
 
 THETA = 500000.0  # Olmo3Config.default_theta, which the sliding layers keep
 
