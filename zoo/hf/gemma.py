@@ -2,28 +2,12 @@
 token embeddings times ``sqrt(hidden_size)`` rounded to the weights' dtype (``embedding: {scale, round_scale}``) and
 GeGLU with the tanh GELU. Gemma 2 and 3's rows are in rows_gemma, their local and global layers in layer_kinds."""
 
-from __future__ import annotations
-
-from dataclasses import replace
 from typing import Any
 
-from .layer_kinds import GLOBAL, LOCAL, layer_types_option, local_global
 from .llama import LLAMA
 from .mapping import Option
-from .rows import gated_ffn
-from .rows_gemma import SANDWICH_RULES, SCALE, renamed
+from .rows_gemma import GATED_FFN, aliased
 from .table import Fixed, Require
-
-__all__ = ["GEMMA", "GLOBAL", "LOCAL", "layer_types_option", "local_global"]  # ModernBERT's imports from here
-__all__ += ["GATED_FFN", "SANDWICH_RULES", "SCALE", "renamed"]  # Gemma 2 and 3's rows (rows_gemma)
-
-GATED_FFN = gated_ffn()
-
-
-def _legacy_gelu(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    """Quirk: transformers' GemmaConfig reads Gemma 1's ``hidden_act: gelu`` as the tanh GELU (Gemma 2, 3 do not)."""
-    act = config["hidden_act"]
-    return GATED_FFN.read({**config, "hidden_act": "gelu_pytorch_tanh" if act == "gelu" else act}, recipe)
 
 
 def tanh_gelu(recipe: Any) -> str | None:
@@ -44,7 +28,7 @@ GEMMA = LLAMA.derive(
         Fixed("embedding.scale", True),
         Fixed("embedding.round_scale", True),
         Fixed("norm.offset", 1.0),
-        replace(GATED_FFN, read=_legacy_gelu),
+        aliased(GATED_FFN, "hidden_act", gelu="gelu_pytorch_tanh"),  # GemmaConfig's (Gemma 2, 3 read gelu as is)
         Require("ffn.approximate", tanh_gelu),
         Fixed("ffn.bias", False),
         Option("use_bidirectional_attention", lambda v: not v, BIDIRECTIONAL),

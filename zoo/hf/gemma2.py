@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .gemma import GATED_FFN, GEMMA
+from .gemma import GEMMA
 from .layer_kinds import local_global_layers
 from .rows import ACTIVATION
-from .rows_gemma import SANDWICH_RULES, SCALE, capped, renamed
+from .rows_gemma import GATED_FFN, SANDWICH_RULES, SCALE, capped, renamed
 from .table import Fixed, Key
 
 GEMMA2 = GEMMA.derive(

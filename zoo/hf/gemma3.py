@@ -2,31 +2,10 @@
 over each head, before the rotation) for the score cap, five local layers to one global, and a rope of each kind:
 local ones of base ``rope_local_base_freq``, global ones ``rope_theta`` and ``rope_scaling`` (4.x), or per kind."""
 
-from __future__ import annotations
-
-from typing import Any
-
-from . import layer_kinds as kinds
 from .gemma2 import GEMMA2
-from .rows import ROPE, head_qk_norm
+from .rows import head_qk_norm
+from .rows_gemma import local_global_ropes
 from .table import Unread
-
-
-def truncated(recipe: Any) -> str | None:
-    """A requirement: every YaRN rope truncates (transformers' Gemma 3 does, whatever its parameters say)."""
-    if any(rope.scaling == "yarn" and not rope.truncate for rope in kinds.layer_ropes(recipe)):
-        return "a yarn rope has truncate False; transformers' Gemma 3 always truncates YaRN's ramp"
-    return None
-
-
-LAYERS = kinds.local_global_layers(  # the recipe's attention and rope are the local layers' (the more common kind)
-    "Gemma 3",
-    None,
-    lambda c: kinds.kind_ropes(c, {kinds.GLOBAL: c["rope_theta"], kinds.LOCAL: c["rope_local_base_freq"]}, nested=True),
-    keys={**ROPE.keys, "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6},
-    requires={**ROPE.requires, "positional.truncate": truncated},  # YaRN: transformers 5 reads no nested truncate
-    legacy=("rope_theta", "rope_local_base_freq", "rope_scaling", "sliding_window_pattern"),  # transformers 4's
-)
 
 GEMMA3 = GEMMA2.derive(
     "gemma3",
@@ -41,8 +20,7 @@ GEMMA3 = GEMMA2.derive(
             offset=1.0,
             writes={"attn_logit_softcapping": None},
         ),
-        *LAYERS,
-        *kinds.rope_options_per_kind("Gemma 3's attention rotates every head dim", rope_type=True),
+        *local_global_ropes("Gemma 3", "rope_local_base_freq", 10_000.0, pattern=6),  # the local layers' the recipe's
         Unread(
             "attn_logit_softcapping",
             "transformers' Gemma 3 attention never applies it (QK-norm took the score cap's place), so zoo leaves "

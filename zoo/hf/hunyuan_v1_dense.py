@@ -2,32 +2,12 @@
 (``query_layernorm``, ``key_layernorm``) on the queries and keys after RoPE. A ``dynamic`` rope with an ``alpha``
 is a fixed NTK stretch of the base, imported (and exported) as that base, unscaled."""
 
-from __future__ import annotations
-
-from dataclasses import replace
-from typing import Any
-
-from zoo.errors import HFImportError
-
 from ._common import renamed
 from .llama import LLAMA
 from .qwen3 import QWEN3_RULES
-from .rope import rope_theta, rope_type, scaling_parameters
-from .rows import ROPE, head_qk_norm
+from .rows import head_qk_norm
+from .rows_rope import ntk_alpha_rope
 from .table import Refused, Unread
-
-
-def read_rope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    params = scaling_parameters(config)
-    if rope_type(params) != "dynamic" or not params.get("alpha"):
-        return ROPE.read(config, recipe)
-    # transformers' NTK-alpha reads config.head_dim (not a derived one): base * alpha ** (d / (d - 2))
-    dim = config["head_dim"]
-    if dim is None:
-        raise HFImportError("a dynamic rope with an alpha needs head_dim (transformers' NTK-alpha reads it)")
-    theta = rope_theta({**config, "rope_parameters": params})
-    return {"positional": {"type": "rope", "theta": theta * params["alpha"] ** (dim / (dim - 2))}}
-
 
 HUNYUAN_V1_DENSE = LLAMA.derive(
     "hunyuan_v1_dense",
@@ -36,7 +16,7 @@ HUNYUAN_V1_DENSE = LLAMA.derive(
     recipes=("hunyuan-7b",),
     drop=("mlp_bias", "sliding_window"),
     rows=(
-        replace(ROPE, read=read_rope),
+        ntk_alpha_rope(),
         head_qk_norm(
             "attention.qk_norm must be an rmsnorm of norm.eps after rope, per head (HunYuan's query/key_layernorm)",
             position="after_rope",

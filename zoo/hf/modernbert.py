@@ -22,7 +22,7 @@ from typing import Any
 from zoo.errors import HFImportError
 
 from ._common import SPLIT_GATE_UP, defaults_except
-from .gemma import GLOBAL, LOCAL, layer_types_option, local_global
+from .layer_kinds import GLOBAL, LOCAL, layer_types_option, local_global
 from .mapping import ACTIVATIONS, SPLIT_QKV, Option, Rule, num_labels
 from .rows import BIAS_FIELDS, GATED, hidden_act
 from .rows_classic import UP, bert_classes, by_head, is_head, labels, no_spares, pad

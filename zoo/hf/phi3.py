@@ -2,20 +2,15 @@
 then values), gate and up into one ``gate_up_proj``, RoPE over the first ``partial_rotary_factor`` of each head, and
 the 128k models' LongRoPE (``longrope``, formerly ``su`` and ``yarn``): zoo's ``longrope`` scaling."""
 
-from __future__ import annotations
-
-from dataclasses import replace
-from typing import Any
-
 from ._common import stacked_qkv
 from .glm import FUSED_MLP
 from .gpt2 import QKV_WEIGHTS
 from .llama import BLOCK, COMMON, LAYER
 from .mapping import Rule
 from .mistral import MISTRAL
-from .rope import PHI3_ROPE_TYPES, rope_options, rope_parameters, rope_type
-from .rows import rope
+from .rope import PHI3_ROPE_TYPES
 from .rows_neox import sublayer_dropout
+from .rows_rope import longrope
 
 RULES = (
     *COMMON[:2],  # the embeddings, the attention's input norm
@@ -25,28 +20,7 @@ RULES = (
     *FUSED_MLP,  # GLM's: gate_up_proj, gate then up
     *COMMON[-2:],  # the final norm and the head (only when untied)
 )
-
-ROPE_TYPES = ("default", "longrope", *PHI3_ROPE_TYPES)
 ROPE_TYPE_WHY = "Phi3Config takes an unscaled rope or LongRoPE ('longrope', formerly 'su' and 'yarn') only"
-
-PARTIAL = rope(partial=True)
-
-
-def _longrope(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    """Quirk: the rope parameters as Phi3Config holds them, LongRoPE's legacy names renamed."""
-    params = rope_parameters(config)
-    params["rope_type"] = rope_type(params, PHI3_ROPE_TYPES)
-    return PARTIAL.read({**config, "rope_scaling": None, "rope_parameters": params}, recipe)
-
-
-def _hf_longrope(recipe: Any, weights: Any) -> dict[str, Any]:
-    """Quirk: LongRoPE switches to its long factors past the top-level ``original_max_position_embeddings`` (which
-    transformers takes over the rope parameters' own; without LongRoPE the model's length), where Phi-3's
-    ``generate`` recomputes its cache under the long factors, as zoo's does (the rope's ``stale_after``)."""
-    rotary = recipe.positional
-    original = rotary.original_max_len if rotary.scaling == "longrope" else recipe.max_len
-    return {**PARTIAL.write(recipe, weights), "original_max_position_embeddings": original}
-
 
 PHI3 = MISTRAL.derive(
     "phi3",
@@ -55,14 +29,9 @@ PHI3 = MISTRAL.derive(
     recipes=("phi-3-mini-4k",),
     drop=("rope_parameters.partial_rotary_factor",),
     rows=(
-        replace(
-            PARTIAL,
-            keys={**PARTIAL.keys, "original_max_position_embeddings": 4096},
-            read=_longrope,
-            write=_hf_longrope,
-            requires={**PARTIAL.requires, "positional.scaling": ("none", "longrope")},
-        ),
-        *rope_options(ROPE_TYPES, ROPE_TYPE_WHY),
+        # LongRoPE switches to its long factors past the top-level original_max_position_embeddings, where Phi-3's
+        # generate recomputes its cache under the long factors, as zoo's does (the rope's stale_after)
+        *longrope("Phi-3", ROPE_TYPE_WHY, partial=True, legacy=PHI3_ROPE_TYPES, original=4096),
         *sublayer_dropout("resid_pdrop", "embd_pdrop"),  # Phi3MLP has none: resid_pdrop is the recipe's dropout
     ),
     defaults={"vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_key_value_heads": None}

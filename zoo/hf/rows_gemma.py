@@ -1,14 +1,20 @@
-"""Rows that Gemma 2 and Gemma 3 share: the sandwich norms' weight table, a row read and written under other key
-names, the score scale ``query_pre_attn_scalar ** -0.5`` and the soft caps' reader."""
+"""Rows that the Gemma families share: the gated FFN, the sandwich norms' weight table, a row read and written under
+other key names or with some values read as others, the score scale ``query_pre_attn_scalar ** -0.5``, the soft
+caps' reader, and local and global layers with a rope of each kind."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
+from .layer_kinds import GLOBAL, LOCAL, kind_ropes, local_global_layers, rope_options_per_kind
 from .llama import ATTENTION, BLOCK, COMMON, LAYER, LLAMA_RULES
 from .mapping import Rule
-from .table import Computed
+from .rows import ROPE, gated_ffn
+from .rows_rope import yarn_truncates
+from .table import Computed, Row
+
+GATED_FFN = gated_ffn()
 
 SANDWICH_RULES = (
     *COMMON[:2],  # the embeddings, the attention's input norm
@@ -36,6 +42,16 @@ def renamed(row: Computed, **names: str) -> Computed:
         return {theirs.get(k, k): v for k, v in row.write(recipe, weights).items()}
 
     return replace(row, keys={theirs.get(k, k): v for k, v in row.keys.items()}, read=read, write=write)
+
+
+def aliased(row: Computed, key: str, **values: str) -> Computed:
+    """``row`` reading some values of the config's ``key`` as others (``gelu="gelu_pytorch_tanh"``: Gemma 1's
+    ``hidden_act``, whose ``gelu`` transformers' GemmaConfig reads as the tanh GELU)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        return row.read({**config, key: values.get(config[key], config[key])}, recipe)
+
+    return replace(row, read=read)
 
 
 def attention_scale(config: dict[str, Any]) -> float | None:
@@ -72,3 +88,22 @@ SCALE = Computed(
 def capped(value: float | None) -> float | None:
     """A soft cap (``attn_logit_softcapping``, ``final_logit_softcapping``): None is none."""
     return None if value is None else float(value)
+
+
+def local_global_ropes(family: str, local_base: str, local_default: float, *, pattern: int) -> tuple[Row, ...]:
+    """Local and global layers (``layer_types``, else every ``sliding_window_pattern``-th global, by default
+    ``pattern``; see ``layer_kinds.local_global_layers``), each kind with its own rope as transformers reads nested
+    per-kind ``rope_parameters`` (YaRN always truncating): the global layers' of base ``rope_theta`` and 4.x
+    ``rope_scaling``, the local layers' of base ``local_base`` (default ``local_default``); and the refusals of a
+    partial rotation or another rope type in either (Gemma 3). The recipe's rope is the more common kind's."""
+    return (
+        *local_global_layers(
+            family,
+            None,
+            lambda c: kind_ropes(c, {GLOBAL: c["rope_theta"], LOCAL: c[local_base]}, nested=True),
+            keys={**ROPE.keys, local_base: local_default, "sliding_window_pattern": pattern},
+            requires={**ROPE.requires, "positional.truncate": yarn_truncates(family)},
+            legacy=("rope_theta", local_base, "rope_scaling", "sliding_window_pattern"),  # transformers 4's
+        ),
+        *rope_options_per_kind(f"{family}'s attention rotates every head dim", rope_type=True),
+    )

@@ -27,7 +27,7 @@ from .rope import (
     scaling_fits,
     scaling_parameters,
 )
-from .rows import biases
+from .rows import BIAS_FIELDS, biases
 from .rows_classic import PRE_NORM, width
 from .table import Computed, Fixed, Key, Refused, Row
 
@@ -63,6 +63,18 @@ def decoder(vocab: int, width: int, layers: int, positions: int) -> tuple[Row, .
 
 PARALLEL_SHARED: tuple[Row, ...] = (Fixed("block.parallel", True), Fixed("block.shared_norm", True))
 """Attention and MLP read one norm of the block's input in parallel (GPT-J's and Phi's only block)."""
+
+
+def parallel_flag(key: str, default: bool, family: str) -> Computed:
+    """One config flag ``key`` for a parallel block reading one shared norm (StableLM's ``use_parallel_residual``),
+    else a sequential one: a parallel block of two norms is refused."""
+
+    def one_norm(recipe: Any) -> str | None:
+        if recipe.block.parallel and not recipe.block.shared_norm:
+            return f"block.shared_norm is False, needs True in a parallel block ({family}'s has one norm)"
+        return None
+
+    return flag("parallel", key, default, "block.parallel", "block.shared_norm", check=one_norm)
 
 
 def mha(key: str, default: int) -> Computed:
@@ -141,6 +153,19 @@ def flag(name: str, key: str, default: bool, *fields: str, owns: tuple[str, ...]
         write=lambda recipe, weights: {key: attrgetter(fields[0])(recipe)},
         requires={name: check},
     )
+
+
+def every_bias(key: str, default: bool) -> Computed:
+    """One config flag ``key`` for the biases of every projection, the attention's and the MLP's, which must all
+    agree (StarCoder2's ``use_bias``)."""
+
+    def alike(recipe: Any) -> str | None:
+        on = {**{f"attention.{p}": b for p, b in recipe.attention.biases().items()}, "ffn": recipe.ffn.bias}
+        if len(set(on.values())) != 1 or recipe.attention.bias != recipe.ffn.bias:
+            return f"biases are {on}, need all or none ({key})"
+        return None
+
+    return flag("biases", key, default, "attention.bias", "ffn.bias", owns=(*BIAS_FIELDS, "ffn.bias"), check=alike)
 
 
 def wider(key: str, d_model: str) -> Computed:
@@ -239,19 +264,34 @@ def rotary_dim(why: str) -> tuple[Row, ...]:
     )
 
 
-def biased_head(family: str) -> tuple[Row, ...]:
-    """An untied LM head with a bias (GPT-J's, Phi's): tying is refused, as zoo's tied head has no bias."""
+def biased_head(family: str, why: str | None = None) -> tuple[Row, ...]:
+    """An untied LM head with a bias (GPT-J's, Phi's, CodeGen's): tying is refused (``why``, by default that zoo's
+    tied head has no bias)."""
+    why = why or f"{family}'s LM head has a bias, and zoo's tied head has none (tie_embeddings excludes bias)"
     return (
         Fixed("head.type", "lm"),
         Fixed("head.tie_embeddings", False),
         Fixed("head.bias", True),
-        Refused(
-            "tie_word_embeddings",
-            lambda v: not v,
-            f"{family}'s LM head has a bias, and zoo's tied head has none (tie_embeddings excludes bias)",
-            export=False,
-        ),
+        Refused("tie_word_embeddings", lambda v: not v, why, export=False),
     )
+
+
+def head_bias(key: str, family: str) -> Computed:
+    """An LM head with a bias where the config flag ``key`` says so (PhiMoE's ``lm_head_bias``); a tied head with a
+    bias is refused, as zoo's tied head has none."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        if config[key] and config["tie_word_embeddings"]:
+            raise HFImportError(
+                f"{key}=True with tie_word_embeddings=True is not supported: {family}'s tied head keeps a bias of "
+                "its own, and zoo's tied head has none (tie_embeddings excludes bias)"
+            )
+        return {"head.bias": bool(config[key])}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {key: recipe.head.bias}
+
+    return Computed("head bias", keys={key: False}, paths=("head.bias",), read=read, write=write)
 
 
 def dropout(key: str, *also: str, default: float = 0.0) -> Computed:
@@ -290,6 +330,14 @@ def linear_rules(hf: str, zoo: str, *modules: str) -> tuple[Rule, ...]:
     """The weight and bias rows of each ``"<HF module> <zoo module>"`` pair, under the prefixes ``hf`` and ``zoo``."""
     pairs = [module.split() for module in modules]
     return tuple(Rule(f"{hf}{a}.{kind}", f"{zoo}{b}.{kind}") for a, b in pairs for kind in ("weight", "bias"))
+
+
+NORM_BIASES = (
+    Rule("model.layers.{i}.input_layernorm.bias", "blocks.{i}.attention_norm.bias"),
+    Rule("model.layers.{i}.post_attention_layernorm.bias", "blocks.{i}.ffn_norm.bias"),  # a sequential block's
+    Rule("model.norm.bias", "final_norm.bias"),
+)
+"""The biases of Llama's norms where a family makes them LayerNorms (StableLM, PhiMoE)."""
 
 
 def fused_qkv(module: str) -> tuple[Rule, ...]:

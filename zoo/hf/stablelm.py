@@ -2,33 +2,17 @@
 first ``partial_rotary_factor`` of each head (rotate-half pairs), optional q/k/v biases (``use_qkv_bias``) and, with
 ``use_parallel_residual``, attention and SwiGLU in parallel from one shared norm."""
 
-from __future__ import annotations
-
 from dataclasses import replace
-from typing import Any
 
 from .llama import LLAMA
-from .mapping import Rule
 from .rows import biases, heads
-from .rows_neox import flag, layernorm, rope
+from .rows_neox import NORM_BIASES, layernorm, parallel_flag, rope
 from .table import Fixed, Key, Refused
-
-
-def one_norm(recipe: Any) -> str | None:
-    """A requirement: a parallel block shares one norm (StableLM's parallel block has no post_attention_layernorm)."""
-    if recipe.block.parallel and not recipe.block.shared_norm:
-        return "block.shared_norm is False, needs True in a parallel block (StableLM's has one norm)"
-    return None
-
-
-# the LayerNorms' biases; post_attention_layernorm is the sequential block's
-NORM_BIASES = ("model.layers.{i}.input_layernorm", "blocks.{i}.attention_norm"), ("model.norm", "final_norm")
-NORM_BIASES += (("model.layers.{i}.post_attention_layernorm", "blocks.{i}.ffn_norm"),)
 
 STABLELM = LLAMA.derive(
     "stablelm",
     classes=("StableLmForCausalLM",),
-    rules=(*LLAMA.rules, *(Rule(f"{hf}.bias", f"{zoo}.bias") for hf, zoo in NORM_BIASES)),
+    rules=(*LLAMA.rules, *NORM_BIASES),
     recipes=("stablelm-2-1.6b",),
     drop=("rms_norm_eps", "attention_bias", "mlp_bias", "sliding_window", "pretraining_tp")
     + ("rope_parameters.partial_rotary_factor",),
@@ -41,7 +25,7 @@ STABLELM = LLAMA.derive(
             read=lambda config, recipe: {"attention.bias": bool(config["use_qkv_bias"]), "attention.o_bias": False},
         ),
         Fixed("ffn.bias", False),
-        flag("parallel", "use_parallel_residual", False, "block.parallel", "block.shared_norm", check=one_norm),
+        parallel_flag("use_parallel_residual", False, "StableLM"),
         Key("hidden_dropout", "dropout", 0.0),
         Refused(  # StableLM 2 12B's
             "qk_layernorm",
