@@ -175,6 +175,18 @@ def defers_to(elder: str, family: str) -> Require:
     return Require("precedence", check)
 
 
+def marked(family: str, marks: str, mark: Callable[[Any], bool]) -> Require:
+    """A requirement of a family whose networks include an elder's: a recipe that names no family exports as this
+    one only where ``mark(recipe)`` holds (what only this family builds, ``marks``); else as the elder, or not."""
+
+    def check(recipe: Any) -> str | None:
+        if recipe.hf_family is None and not mark(recipe):
+            return f"the recipe names no hf_family and has no {marks}; name hf_family: {family}"
+        return None
+
+    return Require("precedence", check)
+
+
 def labels(count: int) -> dict[str, Any]:
     """A classifier's ``id2label`` and ``label2id`` (HF's default names)."""
     return {
@@ -366,22 +378,9 @@ ABSOLUTE = Computed(
 """A BERT config may carry ``relative_key``: it imports when the weights are the absolute kind."""
 
 
-def built_heads(want: Callable[[Any], Mapping[str, Mapping[str, Any]]]) -> Requirement:
-    """A requirement: the recipe's head is of a type ``want(recipe)`` names, with every field at its default but
-    those ``want`` sets for that type and those a config sets freely (``tie_embeddings``, ``dropout``, ``eps``):
-    the head as the family's class builds it."""
-
-    def check(recipe: Any) -> str | None:
-        head, wanted = recipe.head, want(recipe)
-        if head.type not in wanted:
-            return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, wanted))}"
-        free = {k: getattr(head, k) for k in ("type", "tie_embeddings", "dropout", "eps") if hasattr(head, k)}
-        fields = {k: f.get_default(call_default_factory=True) for k, f in type(head).model_fields.items()}
-        fields |= {**wanted[head.type], **free}
-        off = [f"head.{k} is {getattr(head, k)!r}, needs {v!r}" for k, v in fields.items() if getattr(head, k) != v]
-        return "; ".join(off) or None
-
-    return check
+def factorized_width(config: Mapping[str, Any], key: str = "embedding_size") -> int | None:
+    """A factorized embedding's width: ``key`` where it differs from ``hidden_size`` (else None)."""
+    return config[key] if config[key] != config["hidden_size"] else None
 
 
 def factorized(key: str = "embedding_size", default: int = 128) -> Computed:
