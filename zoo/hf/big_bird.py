@@ -14,17 +14,12 @@ BUILT = {"mlm": {"activation": HIDDEN_ACT, **KEPT}, "classification": {"pooler_a
 BUILT |= {"token_classification": KEPT, "BigBirdForPreTraining": {"spare_nsp": True}}  # its next-sentence head, kept
 REQUIRED = {"pooler": {}, "mlm": BERT_MLM, "classification": {**CLS_POOLER, "pooler_norm": False}}
 REQUIRED |= {"token_classification": {"transform": False}}
+BODY = (*bert_body("bert", pooler=False), *linear_rules("bert.", "head.", "pooler dense", "pooler spare_pooler"))
 
 BIG_BIRD = BERT.derive(
     "big_bird",
     classes=tuple(HEADS),
-    rules=(
-        *bert_body("bert", pooler=False),
-        *linear_rules("bert.", "head.", "pooler dense", "pooler spare_pooler"),  # the bare model's pooler head
-        *MLM,
-        *linear_rules("cls.", "head.", "seq_relationship spare_nsp"),
-        *CLASSIFIERS,
-    ),
+    rules=(*BODY, *MLM, *linear_rules("cls.", "head.", "seq_relationship spare_nsp"), *CLASSIFIERS),
     ignored=tuple(name for name in BERT.ignored if ".pooler." not in name),  # BERT's but the pooler, which is kept
     recipes=("bigbird-roberta-base",),
     hf_class=head_class(HEADS, spare_nsp="BigBirdForPreTraining"),

@@ -1,6 +1,6 @@
 """Rows of recipe fields that no config key states (``zoo/hf/table.py``): read from the HF class or the checkpoint's
-tensor names on import, written as nothing on export (DeiT's distillation head, BART's logits bias, Pegasus's
-stored sinusoid tables)."""
+tensor names on import, written as nothing on export (a recipe naming its family, DeiT's distillation head, BART's
+logits bias, Pegasus's stored sinusoid tables)."""
 
 from collections.abc import Callable, Mapping
 from typing import Any

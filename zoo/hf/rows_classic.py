@@ -22,6 +22,7 @@ from .mapping import (
     num_labels,
 )
 from .rows import BIAS_FIELDS, PAD
+from .rows_c_flags import unwritten
 from .table import Computed, Fixed, Key, Require, Row
 
 UP = "blocks.0.ffn.up_proj.weight"
@@ -152,13 +153,7 @@ def pad(default: int | None) -> Computed:
 
 def named(family: str) -> Computed:
     """The recipe names its family on import (its network is also another family's, which would export it)."""
-    return Computed(
-        "hf_family",
-        keys={},
-        paths=("hf_family",),
-        read=lambda config, recipe: {"hf_family": family},
-        write=lambda recipe, weights: {},
-    )
+    return unwritten("hf_family", "hf_family", lambda hf_class, names: family)
 
 
 def defers_to(elder: str, family: str) -> Require:

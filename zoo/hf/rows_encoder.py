@@ -59,7 +59,9 @@ def head_fits(spec: Spec, strict: bool = False) -> Requirement:
     (``tie_embeddings``, ``dropout``, ``eps``): the head as the family's class builds it."""
 
     def value(wanted: Any, recipe: Any) -> Any:
-        return wanted.recipe(recipe) if isinstance(wanted, Same) else wanted(recipe) if callable(wanted) else wanted
+        if isinstance(wanted, Same):
+            return wanted.recipe(recipe)
+        return wanted(recipe) if callable(wanted) else wanted
 
     def check(recipe: Any) -> str | None:
         head = recipe.head
