@@ -13,15 +13,19 @@ Decoding starts from ``decoder_start_token_id`` (2, the eos token), not from the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from zoo.architectures import decoder_start
 from zoo.errors import HFImportError
 
-from .mapping import UNSQUEEZE, Rule, default_head_dim, no_layer_overrides
+from .mapping import UNSQUEEZE, Rule, Transform, activation_option, default_head_dim, no_layer_overrides
 from .opt import padding_is_pad, stack_norms
+from .rows_c_flags import holds
 from .rows_classic import LEARNED, mlp, pad
-from .table import Computed, Fixed, Key, Refused, Require, Unread, family
+from .table import Computed, Fixed, Key, Refused, Require, Row, Unread, family, get
 
 POSITION_OFFSET = 2
 """BART's position ``p`` reads row ``p + 2`` of each ``embed_positions`` (a fairseq leftover, as in OPT)."""
@@ -59,8 +63,11 @@ def fairseq_layers(prefix: str = "model") -> tuple[Rule, ...]:
     )
 
 
+SHARED = Rule("model.shared.weight", "embedding.token.weight")
+LOGITS_BIAS = Rule("final_logits_bias", "head.logits_bias", UNSQUEEZE)
+
 RULES = (
-    Rule("model.shared.weight", "embedding.token.weight"),
+    SHARED,
     *(
         rule
         for stack in ("encoder", "decoder")
@@ -71,7 +78,7 @@ RULES = (
         )
     ),
     *fairseq_layers(),
-    Rule("final_logits_bias", "head.logits_bias", UNSQUEEZE),
+    LOGITS_BIAS,
 )
 
 IGNORED = (
@@ -100,6 +107,42 @@ def shared_table(family: str = "BART") -> Refused:
     return Refused(
         "tie_word_embeddings", lambda v: v is not False, SHARED_TABLE_WHY.replace("BART", family), export=True
     )
+
+
+def named_rows(family: str, model: str | None = None) -> tuple[Row, ...]:
+    """BART's rows whose refusals name the family (``model``: its class prefix, where not ``family``): the stacks
+    alike, the activation, the shared table, the encoder-decoder."""
+    activation = activation_option("activation_function", family)
+    return (stacks(family), activation, shared_table(family), encoder_decoder(model or family))
+
+
+def shared_key(key: str, twin: str, default: Any, reader: str) -> Computed:
+    """The recipe field ``key``, which the config states twice: as ``key`` and as ``twin`` (None: the same);
+    ``twin`` of its own is refused, as only ``reader`` reads ``key`` (Marian's decoder_vocab_size)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        value, other = config[key], config[twin]
+        if other not in (None, value):
+            raise HFImportError(f"{twin}={other!r} is not supported: {reader} reads {key}={value}")
+        return {key: value}
+
+    return Computed(
+        key,
+        keys={key: default, twin: None},
+        paths=(key,),
+        read=read,
+        write=lambda recipe, weights: dict.fromkeys((key, twin), get(recipe, key)),
+    )
+
+
+def computed_tables(table: Callable[[Any], torch.Tensor]) -> tuple[Rule, ...]:
+    """Each stack's position table, which transformers keeps as a frozen parameter but leaves out of its
+    checkpoints: no tensor, the table computed from the recipe (``table(recipe)``) on import."""
+
+    def computed(recipe: Any) -> Transform:
+        return Transform("computed", lambda t: [table(recipe)], lambda t: [])
+
+    return tuple(Rule((), f"{stack}.positional.table", computed) for stack in STACKS)
 
 
 def same_stacks(config: dict[str, Any], family: str) -> None:
@@ -236,16 +279,9 @@ BART = family(
         Key("dropout", "dropout", 0.1),
         Fixed("head.type", "lm"),
         Fixed("head.tie_embeddings", True),
-        Computed(
-            "logits bias",  # BartModel checkpoints (bart-base's) have no final_logits_bias: transformers reads it
-            keys={},  # as zeros, and so does zoo, without a buffer to carry
-            paths=("head.logits_bias",),
-            read=lambda config, recipe, hf_class, names: {
-                "head.logits_bias": names is None or "final_logits_bias" in names
-            },
-            write=lambda recipe, weights: {},
-            checkpoint=True,
-        ),
+        # BartModel checkpoints (bart-base's) have no final_logits_bias: transformers reads it as zeros, and so does
+        # zoo, without a buffer to carry
+        holds("logits bias", "head.logits_bias", "final_logits_bias"),
         shared_table(),
         Refused(
             "is_decoder",

@@ -33,10 +33,10 @@ from .rows_classic import (
     mha,
     mlm_rules,
     mlp,
-    no_spares,
     pad,
     width,
 )
+from .rows_encoder import BERT_HEADS, head_fits
 from .table import Fixed, Key, Refused, Require, family
 
 MLM = mlm_rules(
@@ -71,35 +71,7 @@ IGNORED = (
 
 HEADS = bert_classes("Bert", pretraining=True)
 CLASSES = by_head(HEADS)
-
-
-def fits_head(recipe: Any) -> str | None:
-    """A requirement: a head of a BERT class, as that class builds it (a quirk of each head type)."""
-    head = recipe.head
-    if head.type not in CLASSES:
-        return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, CLASSES))}"
-    spares = no_spares(head, "BERT's heads keep no unused pooler; BigBird's do")
-    if spares:
-        return spares
-    if head.type in ("pooler", "classification") and head.pool != "cls":
-        return f"head.pool is {head.pool!r}, needs 'cls' (BERT pools the [CLS] token)"
-    if head.type == "classification" and not head.pooler:
-        return "head.pooler is False, needs True (BertForSequenceClassification has a pooler)"
-    if head.type == "classification" and head.pooler_activation != "tanh":
-        return f"head.pooler_activation is {head.pooler_activation!r}, needs 'tanh' (BERT's pooler)"
-    if head.type == "mlm" and head.spare_bias == head.tie_embeddings:
-        needs = "False (a tied head has one bias)" if head.tie_embeddings else "True (transformers 5's untied head"
-        needs += "" if head.tie_embeddings else " holds cls.predictions.bias beside the decoder's bias)"
-        return f"head.spare_bias is {head.spare_bias}, needs {needs}"
-    if head.type == "mlm" and recipe.ffn.type == "mlp" and head.activation != recipe.ffn.activation:
-        return (
-            f"head.activation is {head.activation!r}, needs ffn.activation ({recipe.ffn.activation!r}): one hidden_act"
-        )
-    if head.type == "mlm" and not (head.transform_bias and head.norm_bias and head.bias):
-        return "head.transform_bias, norm_bias and bias must be True (BERT's masked-LM head is biased throughout)"
-    if head.type == "mlm" and recipe.norm.type == "layernorm" and head.eps != recipe.norm.eps:
-        return f"head.eps is {head.eps}, needs norm.eps ({recipe.norm.eps}) (HF shares layer_norm_eps)"
-    return None
+fits_head = head_fits(BERT_HEADS)
 
 
 def rename_tf_layer_norms(state: dict) -> dict:

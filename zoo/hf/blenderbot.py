@@ -2,8 +2,7 @@
 embeddings (a final LayerNorm closes each stack) and with learned positions read from row 0 (no offset); in the
 published checkpoints a 2-layer encoder under a deeper decoder, embeddings scaled."""
 
-from .bart import encoder_decoder, shared_table, stacks
-from .mapping import activation_option
+from .bart import named_rows
 from .mbart import MBART
 from .table import Fixed, Unread
 
@@ -14,10 +13,7 @@ BLENDERBOT = MBART.derive(
     drop=("positional.offset", "classifier_dropout"),
     rows=(
         Fixed("embed_norm", False),
-        stacks("Blenderbot"),
-        activation_option("activation_function", "Blenderbot"),
-        shared_table("Blenderbot"),
-        encoder_decoder("Blenderbot"),
+        *named_rows("Blenderbot"),
         Unread("encoder_no_repeat_ngram_size", "a generation setting (generation_config.json), not the network"),
     ),
     defaults={"vocab_size": 8008, "max_position_embeddings": 128, "encoder_layers": 2, "decoder_layers": 24}

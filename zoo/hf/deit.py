@@ -4,7 +4,8 @@ after [CLS]; with the teacher a second classifier reads it, the logits the two's
 from typing import Any
 
 from .mapping import Rule
-from .table import Computed, Fixed
+from .rows_c_flags import unwritten
+from .table import Fixed, Require
 from .vit import VIT, body
 
 CLASSES = ("DeiTForImageClassificationWithTeacher", "DeiTForImageClassification")
@@ -33,14 +34,7 @@ DEIT = VIT.derive(
     hf_class=lambda recipe: CLASSES[0] if distilled(recipe) else CLASSES[1],
     rows=(
         Fixed("embedding.distillation_token", True),
-        Computed(
-            "distillation",
-            keys={},
-            paths=("head.distillation",),
-            read=lambda config, recipe, hf_class, names: {"head.distillation": hf_class == CLASSES[0]},
-            write=lambda recipe, weights: {},
-            requires={"head.distillation": (True, False)},
-            checkpoint=True,
-        ),
+        unwritten("distillation", "head.distillation", lambda hf_class, names: hf_class == CLASSES[0]),
+        Require("head.distillation", (True, False)),
     ),
 )

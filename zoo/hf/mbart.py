@@ -2,8 +2,7 @@
 LayerNorm on the embeddings (``layernorm_embedding``) and one closing each stack (``layer_norm``); learned positions
 read two rows on, embeddings scaled in the published checkpoints, a tied head with ``final_logits_bias``."""
 
-from .bart import BART, RULES, encoder_decoder, shared_table, stacks
-from .mapping import activation_option
+from .bart import BART, RULES, named_rows
 from .rows_neox import linear_rules
 from .table import Fixed
 
@@ -21,10 +20,7 @@ MBART = BART.derive(
         Fixed("block.norm_position", "pre"),
         Fixed("embed_norm", True),
         Fixed("final_norm", True, also=(None,)),
-        stacks("mBART"),
-        activation_option("activation_function", "mBART"),
-        shared_table("mBART"),
-        encoder_decoder("MBart"),
+        *named_rows("mBART", "MBart"),
     ),
     defaults={"decoder_start_token_id": None},
 )

@@ -22,6 +22,7 @@ from .mapping import (
     num_labels,
 )
 from .rows import BIAS_FIELDS, PAD
+from .rows_c_flags import unwritten
 from .table import Computed, Fixed, Key, Require, Row
 
 UP = "blocks.0.ffn.up_proj.weight"
@@ -152,13 +153,7 @@ def pad(default: int | None) -> Computed:
 
 def named(family: str) -> Computed:
     """The recipe names its family on import (its network is also another family's, which would export it)."""
-    return Computed(
-        "hf_family",
-        keys={},
-        paths=("hf_family",),
-        read=lambda config, recipe: {"hf_family": family},
-        write=lambda recipe, weights: {},
-    )
+    return unwritten("hf_family", "hf_family", lambda hf_class, names: family)
 
 
 def defers_to(elder: str, family: str) -> Require:
@@ -170,6 +165,18 @@ def defers_to(elder: str, family: str) -> Require:
 
         if recipe.hf_family is None and not FAMILIES[elder].misfits(recipe):
             return f"the recipe names no hf_family and fits {elder}, which exports it; name hf_family: {family}"
+        return None
+
+    return Require("precedence", check)
+
+
+def marked(family: str, marks: str, mark: Callable[[Any], bool]) -> Require:
+    """A requirement of a family whose networks include an elder's: a recipe that names no family exports as this
+    one only where ``mark(recipe)`` holds (what only this family builds, ``marks``); else as the elder, or not."""
+
+    def check(recipe: Any) -> str | None:
+        if recipe.hf_family is None and not mark(recipe):
+            return f"the recipe names no hf_family and has no {marks}; name hf_family: {family}"
         return None
 
     return Require("precedence", check)
@@ -366,22 +373,9 @@ ABSOLUTE = Computed(
 """A BERT config may carry ``relative_key``: it imports when the weights are the absolute kind."""
 
 
-def built_heads(want: Callable[[Any], Mapping[str, Mapping[str, Any]]]) -> Requirement:
-    """A requirement: the recipe's head is of a type ``want(recipe)`` names, with every field at its default but
-    those ``want`` sets for that type and those a config sets freely (``tie_embeddings``, ``dropout``, ``eps``):
-    the head as the family's class builds it."""
-
-    def check(recipe: Any) -> str | None:
-        head, wanted = recipe.head, want(recipe)
-        if head.type not in wanted:
-            return f"head.type is {head.type!r}, needs one of {', '.join(map(repr, wanted))}"
-        free = {k: getattr(head, k) for k in ("type", "tie_embeddings", "dropout", "eps") if hasattr(head, k)}
-        fields = {k: f.get_default(call_default_factory=True) for k, f in type(head).model_fields.items()}
-        fields |= {**wanted[head.type], **free}
-        off = [f"head.{k} is {getattr(head, k)!r}, needs {v!r}" for k, v in fields.items() if getattr(head, k) != v]
-        return "; ".join(off) or None
-
-    return check
+def factorized_width(config: Mapping[str, Any], key: str = "embedding_size") -> int | None:
+    """A factorized embedding's width: ``key`` where it differs from ``hidden_size`` (else None)."""
+    return config[key] if config[key] != config["hidden_size"] else None
 
 
 def factorized(key: str = "embedding_size", default: int = 128) -> Computed:
