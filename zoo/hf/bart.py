@@ -23,8 +23,8 @@ from zoo.errors import HFImportError
 
 from .mapping import UNSQUEEZE, Rule, Transform, activation_option, default_head_dim, no_layer_overrides
 from .opt import padding_is_pad, stack_norms
-from .rows_c_flags import holds
 from .rows_classic import LEARNED, mlp, pad
+from .rows_flags import holds
 from .table import Computed, Fixed, Key, Refused, Require, Row, Unread, family, get
 
 POSITION_OFFSET = 2

@@ -2,7 +2,7 @@
 zoo's block-sparse attention; every class keeps BigBirdModel's pooler (``spare_pooler``), its heads apply hidden_act."""
 
 from .bert import BERT, MLM
-from .rows_c_attention import block_sparse, qkv_biases
+from .rows_attention import block_sparse, qkv_biases
 from .rows_classic import CLASSIFIERS, bert_body, bert_classes, named
 from .rows_encoder import BERT_MLM, CLS_POOLER, HIDDEN_ACT, head_class, variant_heads
 from .rows_neox import linear_rules

@@ -5,8 +5,8 @@ from dataclasses import replace
 
 from ._moe import FIRST_K, experts, fits_moe, split_fused_experts
 from .deepseek_v2 import DEEPSEEK_V2
-from .rows_a_rope import rope_interleaved_by
 from .rows_mla import NOAUX_ROUTER
+from .rows_rope import rope_interleaved_by
 from .table import Unread
 
 EXPERTS = experts(2048, 18432, FIRST_K, shared=("n_shared_experts", 1), per_expert=True, fits=fits_moe)

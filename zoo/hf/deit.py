@@ -4,7 +4,7 @@ after [CLS]; with the teacher a second classifier reads it, the logits the two's
 from typing import Any
 
 from .mapping import Rule
-from .rows_c_flags import unwritten
+from .rows_flags import unwritten
 from .table import Fixed, Require
 from .vit import VIT, body
 

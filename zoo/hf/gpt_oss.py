@@ -3,7 +3,7 @@
 from ._moe import BLOCK, LAYER, clamped_experts, fused_experts, moe_rules, router_rows
 from .llama import COMMON, LLAMA
 from .mapping import Rule
-from .rows_a_rope import rope_unless_given
+from .rows_rope import rope_unless_given
 from .table import Fixed, Refused
 from .windows import layer_type_windows, sliding_first
 

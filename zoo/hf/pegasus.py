@@ -4,7 +4,7 @@ each stack (M2M-100's layout), its sinusoid tables saved in the checkpoint (``pa
 from .bart import IGNORED, LOGITS_BIAS, SHARED, STACKS, fairseq_layers, named_rows, norms
 from .mapping import Rule
 from .marian import MARIAN
-from .rows_c_flags import holds
+from .rows_flags import holds
 from .rows_neox import linear_rules
 from .table import Fixed, Key
 

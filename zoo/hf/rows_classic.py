@@ -22,7 +22,7 @@ from .mapping import (
     num_labels,
 )
 from .rows import BIAS_FIELDS, PAD
-from .rows_c_flags import unwritten
+from .rows_flags import unwritten
 from .table import Computed, Fixed, Key, Require, Row
 
 UP = "blocks.0.ffn.up_proj.weight"
