@@ -378,15 +378,23 @@ def factorized_width(config: Mapping[str, Any], key: str = "embedding_size") -> 
     return config[key] if config[key] != config["hidden_size"] else None
 
 
-def factorized(key: str = "embedding_size", default: int = 128) -> Computed:
+def factorized(key: str = "embedding_size", default: int = 128, always: bool = False) -> Computed:
     """``embedding_size``: a factorized embedding (``embedding.width``; ELECTRA's) where it differs from
-    ``hidden_size``, written back as the width (or d_model without one)."""
+    ``hidden_size``, written back as the width (or d_model without one); ``always``: projected even at the blocks'
+    width (ALBERT's), so an export needs the width."""
+
+    def has_width(recipe: Any) -> str | None:
+        return None if recipe.embedding.width else f"embedding.width is None, needs {key} (always projected)"
+
     return Computed(
         "embedding size",
         keys={key: default},
         paths=("embedding.width",),
-        read=lambda config, recipe: {"embedding.width": config[key]} if config[key] != config["hidden_size"] else {},
+        read=lambda config, recipe: (
+            {"embedding.width": config[key]} if always or config[key] != config["hidden_size"] else {}
+        ),
         write=lambda recipe, weights: {key: getattr(recipe.embedding, "width", None) or recipe.d_model},
+        requires={"embedding.width": has_width} if always else {},
     )
 
 

@@ -118,16 +118,22 @@ def when_head(kind: str, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
 
 
 def renamed_encoder(
-    parent: Family, heads: Callable[[Mapping[str, str]], Computed], model_type: str, prefix: str, **changes: Any
+    parent: Family,
+    heads: Callable[[Mapping[str, str]], Computed],
+    model_type: str,
+    prefix: str,
+    rows: tuple[Any, ...] = (),
+    **changes: Any,
 ) -> Family:
     """``parent``'s network and weight names under another ``model_type`` and class ``prefix`` (BERT's classes,
-    ``bert_classes``; ``heads(classes)``: the parent's head row under them); ``changes``: ``derive``'s."""
+    ``bert_classes``; ``heads(classes)``: the parent's head row under them); ``rows`` and ``changes``: ``derive``'s
+    other rows and arguments."""
     classes = bert_classes(prefix)
     return parent.derive(
         model_type,
         classes=tuple(classes),
         hf_class=head_class(classes),
-        rows=(heads(classes),),
+        rows=(heads(classes), *rows),
         base_class=f"{prefix}Model",
         **changes,
     )

@@ -333,3 +333,20 @@ def _names(row: Row) -> set[str]:
 def family(name: str, *, rows: tuple[Row, ...], **fields: Any) -> Family:
     """A ``Family`` whose translation is generated from the table ``rows`` (``fields``: see ``Table.family``)."""
     return Table(rows).family(name, **fields)
+
+
+def renamed(row: Computed, names: Mapping[str, str]) -> Computed:
+    """``row`` reading and writing some of its config keys under other names (``{its name: this family's}``):
+    ALBERT's ``classifier_dropout_prob`` for BERT's ``classifier_dropout``."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any], *checkpoint: Any) -> dict[str, Any]:
+        return row.read({**config, **{old: config[new] for old, new in names.items()}}, recipe, *checkpoint)
+
+    def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        return {names.get(k, k): v for k, v in row.write(recipe, weights).items()}
+
+    rename = lambda keys: tuple(names.get(k, k) for k in keys)  # noqa: E731
+    keys = {names.get(k, k): v for k, v in row.keys.items()}
+    return replace(
+        row, keys=keys, read=read, write=write, legacy=rename(row.legacy), conditional=rename(row.conditional)
+    )
