@@ -345,3 +345,19 @@ def test_zoo_import_and_export_round_trip_each_family(name, tmp_path):
     ids = torch.randint(1, 256, (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         assert (hf(input_ids=ids).logits - model(ids).logits).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize(
+    ("family", "overrides", "message"),
+    [
+        ("bert", {"head": {"type": "pooler", "pool": "mean"}}, "head.pool is 'mean', needs 'cls'"),
+        ("big_bird", {"head": {"type": "pooler", "pool": "mean"}}, "head.pool is 'mean', needs 'cls'"),
+        ("bert", {"head.proj_dim": 16, "head.tie_embeddings": False}, "head.proj_dim is 16, needs None"),
+        ("bert", {"head": {"type": "token_classification", "transform": True}}, "head.transform is True"),
+        ("bert", {"head": {"type": "classification", "pooler": True, "pooler_norm": True}}, "head.pooler_norm is"),
+    ],
+)
+def test_a_head_that_the_class_does_not_build_is_refused_by_name(family, overrides, message):
+    recipe = zoo.load_recipe("bert-tiny", num_classes=3, hf_family=family, **overrides)
+    with pytest.raises(HFExportError, match=message):
+        family_of(recipe)

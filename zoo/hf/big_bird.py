@@ -12,7 +12,7 @@ HEADS = bert_classes("BigBird", pretraining=True)
 KEPT = {"spare_pooler": True}  # BigBirdModel's pooler, which only the bare model applies
 BUILT = {"mlm": {"activation": HIDDEN_ACT, **KEPT}, "classification": {"pooler_activation": HIDDEN_ACT, **KEPT}}
 BUILT |= {"token_classification": KEPT, "BigBirdForPreTraining": {"spare_nsp": True}}  # its next-sentence head, kept
-REQUIRED = {"pooler": {}, "mlm": BERT_MLM, "classification": {**CLS_POOLER, "pooler_norm": False}}
+REQUIRED = {"pooler": {"pool": "cls"}, "mlm": BERT_MLM, "classification": {**CLS_POOLER, "pooler_norm": False}}
 REQUIRED |= {"token_classification": {"transform": False}}
 BODY = (*bert_body("bert", pooler=False), *linear_rules("bert.", "head.", "pooler dense", "pooler spare_pooler"))
 

@@ -41,14 +41,16 @@ BERT_MLM = {
     "norm_bias": True,
     "bias": True,
     "eps": lambda recipe: getattr(recipe.norm, "eps", None),  # HF shares layer_norm_eps
+    "proj_dim": None,  # the transform keeps the width (ELECTRA's and ALBERT's narrow to the table's)
 }
 """BertForMaskedLM's head: biased throughout, its transform of hidden_act and layer_norm_eps."""
 
 BERT_HEADS: Spec = {
     "pooler": {"pool": "cls"},
     "mlm": {"spare_pooler": False, "spare_nsp": False, **BERT_MLM},
-    "classification": {**CLS_POOLER, "pooler_activation": "tanh", "spare_pooler": False},
-    "token_classification": {"spare_pooler": False},
+    "classification": {**CLS_POOLER, "pooler_activation": "tanh", "pooler_norm": False, "distillation": False}
+    | {"spare_pooler": False},
+    "token_classification": {"spare_pooler": False, "transform": False},
 }
 """BERT's heads, keeping no unused pooler nor next-sentence head (BigBird's do)."""
 
@@ -96,7 +98,7 @@ def variant_heads(
     """``encoder_heads`` of a head variant: the import adds ``built``'s fields (``head_fields``), the export requires
     a head type ``required`` names, with ``built``'s and ``required``'s fields for it (``head_fits``)."""
     built = built or {}
-    spec = {kind: {**built.get(kind, {}), **fields} for kind, fields in required.items()}
+    spec = {kind: {**fields, **built.get(kind, {})} for kind, fields in required.items()}  # built: as the class is
     return encoder_heads(classes, decoder_bias, head_fits(spec, strict), head_fields(built) if built else None)
 
 
