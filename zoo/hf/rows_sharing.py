@@ -12,8 +12,7 @@ from .table import Computed
 
 def weight_group(recipe: Any, fields: dict[str, str]) -> dict[str, str]:
     """A rule's fields with ``{g}``, the group of zoo's layer ``{i}`` (consecutive groups of equal size)."""
-    size = recipe.num_layers // (recipe.layer_groups or recipe.num_layers)
-    return {**fields, "g": str(int(fields["i"]) // size)}
+    return {**fields, "g": str(recipe.layer_group("encoder", int(fields["i"])))}
 
 
 def grouped(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:

@@ -18,7 +18,7 @@ later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -345,8 +345,10 @@ def renamed(row: Computed, names: Mapping[str, str]) -> Computed:
     def write(recipe: Any, weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         return {names.get(k, k): v for k, v in row.write(recipe, weights).items()}
 
-    rename = lambda keys: tuple(names.get(k, k) for k in keys)  # noqa: E731
-    keys = {names.get(k, k): v for k, v in row.keys.items()}
+    def rename(keys: Iterable[str]) -> tuple[str, ...]:
+        return tuple(names.get(k, k) for k in keys)
+
+    keys = dict(zip(rename(row.keys), row.keys.values(), strict=True))
     return replace(
         row, keys=keys, read=read, write=write, legacy=rename(row.legacy), conditional=rename(row.conditional)
     )

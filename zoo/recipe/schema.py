@@ -169,13 +169,18 @@ class Recipe(StrictNumbers):
                     plan[i].update(update)
         return plan
 
+    def layer_group(self, stack: str, index: int) -> int:
+        """The group of layer ``index`` of ``stack`` under ``layer_groups`` (consecutive groups of equal size);
+        without it every layer is a group of its own, its index."""
+        return index if self.layer_groups is None else index // self._group_size(stack)
+
     def weights_of(self, stack: str, index: int) -> int:
         """The layer of ``stack`` whose weights layer ``index`` uses: itself, or with ``layer_groups`` the first
         layer of its group."""
-        if self.layer_groups is None:
-            return index
-        size = max(self.stack_layers(stack) // self.layer_groups, 1)
-        return index - index % size
+        return index if self.layer_groups is None else self.layer_group(stack, index) * self._group_size(stack)
+
+    def _group_size(self, stack: str) -> int:
+        return max(self.stack_layers(stack) // (self.layer_groups or 1), 1)
 
     def stack_layers(self, stack: str) -> int:
         if stack == "decoder" and self.architecture == "encoder-decoder" and self.num_decoder_layers is not None:
