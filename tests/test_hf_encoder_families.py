@@ -177,7 +177,7 @@ def test_modernbert_first_layer_reads_the_normalised_embeddings():
             {"model_type": "modernbert", "rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 2.0}}},
             "rope_parameters.full_attention.rope_type='yarn'",
         ),
-        ({"model_type": "distilbert", "activation": "quick_gelu"}, "activation='quick_gelu'"),
+        ({"model_type": "distilbert", "activation": "mish"}, "activation='mish'"),
         ({"model_type": "roberta", "is_decoder": True}, "is_decoder=True"),
         ({"model_type": "distilbert", "architectures": ["DistilBertModel"]}, "DistilBertModel"),
     ],

@@ -237,7 +237,7 @@ UNSUPPORTED = [
         {"model_type": "gpt2", "scale_attn_by_inverse_layer_idx": True},
         "scale_attn_by_inverse_layer_idx=True is not supported: zoo has no per-layer score scale",
     ),
-    ({"model_type": "gpt2", "activation_function": "quick_gelu"}, "activation_function='quick_gelu' is not supported"),
+    ({"model_type": "gpt2", "activation_function": "mish"}, "activation_function='mish' is not supported"),
     ({"model_type": "gpt2", "add_cross_attention": True}, "add_cross_attention=True is not supported"),
     (
         {"model_type": "bert", "is_decoder": True},

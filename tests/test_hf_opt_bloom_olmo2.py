@@ -56,7 +56,7 @@ def test_bloom_padded_rows_need_no_positions(tmp_path):
     "config,refused",
     [
         ({"model_type": "bloom", "apply_residual_connection_post_layernorm": True}, "apply_residual_connection"),
-        ({"model_type": "opt", "activation_function": "quick_gelu"}, "activation_function='quick_gelu'"),
+        ({"model_type": "opt", "activation_function": "mish"}, "activation_function='mish'"),
         ({"model_type": "olmo2", "rope_scaling": {"rope_type": "proportional", "factor": 4.0}}, "rope_scaling="),
         ({"model_type": "olmo2", "hidden_act": "gelu_new"}, "hidden_act='gelu_new'"),
     ],

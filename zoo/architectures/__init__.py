@@ -1,4 +1,4 @@
-"""The four built-in architecture families, registered as components of kind ``architecture``.
+"""The five built-in architecture families, registered as components of kind ``architecture``.
 
 An architecture's factory is ``build(recipe, make) -> nn.Module``; its config says which recipe
 fields it needs, the defaults it brings (vit embeds patches) and which stacks it has (causal or not).
@@ -16,6 +16,7 @@ from zoo.hookspecs import hookimpl
 
 from .blocks import Block, ModelCache, ModelOutput, TransformerStack, build_mask
 from .decoder import DecoderModel
+from .dual_encoder import DualEncoderModel, DualEncoderOutput
 from .encoder import EncoderModel
 from .encoder_decoder import EncoderDecoderModel
 from .stack import Make, stack_parts
@@ -25,6 +26,8 @@ __all__ = [
     "ArchitectureConfig",
     "Block",
     "DecoderModel",
+    "DualEncoderModel",
+    "DualEncoderOutput",
     "EncoderDecoderModel",
     "EncoderModel",
     "ModelCache",
@@ -197,7 +200,7 @@ class VitConfig(ArchitectureConfig):
         "positional": {"type": "learned"},
     }
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
-    requires: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_classes")
+    requires: ClassVar[tuple[str, ...]] = ("image_size", "patch_size")
     unused: ClassVar[tuple[str, ...]] = (
         "type_vocab_size",
         "num_decoder_layers",
@@ -230,6 +233,8 @@ class VitConfig(ArchitectureConfig):
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = super().check_recipe(recipe)
+        if getattr(recipe.head, "type", None) == "classification" and recipe.num_classes is None:
+            errors.append(("num_classes", "required by a classification head"))
         if errors:
             return errors
         if recipe.image_size % recipe.patch_size:
@@ -239,6 +244,73 @@ class VitConfig(ArchitectureConfig):
         tokens = (recipe.image_size // recipe.patch_size) ** 2 + extra
         if recipe.max_len != tokens:
             errors.append(("max_len", f"must equal the number of patch tokens ({tokens}) for vit; leave it out"))
+        return errors
+
+
+class DualEncoderConfig(ArchitectureConfig):
+    """Two towers: the recipe is the text tower, ``vision`` the image tower (a vit recipe whose head is left
+    unused); the ``contrastive`` head joins them."""
+
+    type: Literal["dual-encoder"] = "dual-encoder"
+    defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "contrastive"}}
+    stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
+    requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len", "vision")
+    unused: ClassVar[tuple[str, ...]] = (
+        "image_size",
+        "patch_size",
+        "num_channels",
+        "num_classes",
+        "num_decoder_layers",
+        "train.task",
+        "train.mask_prob",
+    )
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {
+            "architecture": "dual-encoder",
+            "d_model": 32,
+            "num_layers": 2,
+            "vocab_size": 61,
+            "max_len": 16,
+            "attention": {"type": "mha", "num_heads": 4},
+            "norm": {"type": "layernorm", "eps": 1e-5},
+            "ffn": {"type": "mlp"},
+            "head": {"type": "contrastive", "proj_dim": 8, "text_pool": "argmax"},
+            "vision": {
+                "architecture": "vit",
+                "d_model": 16,
+                "num_layers": 1,
+                "image_size": 8,
+                "patch_size": 4,
+                "embed_norm": True,
+                "attention": {"type": "mha", "num_heads": 2},
+                "norm": {"type": "layernorm", "eps": 1e-5},
+                "ffn": {"type": "mlp"},
+                "head": {"type": "embedding", "pool": "cls"},
+            },
+        },
+    )
+
+    def derive(self, data: dict[str, Any]) -> None:
+        """The head's ``vision_width`` is the image tower's width; the text tower's positions are learned."""
+        super().derive(data)
+        data.setdefault("positional", {"type": "learned"})
+        vision, head = data.get("vision"), data.get("head")
+        if isinstance(vision, dict) and isinstance(head, dict) and "vision_width" not in head:
+            if isinstance(vision.get("d_model"), int):
+                data["head"] = {**head, "vision_width": vision["d_model"]}
+
+    def check_recipe(self, recipe) -> list[tuple[str, str]]:
+        errors = super().check_recipe(recipe)
+        if getattr(recipe.head, "type", None) != "contrastive":
+            errors.append(("head", f"a dual-encoder joins its towers with a contrastive head, not {recipe.head.type}"))
+        vision = recipe.vision
+        if vision is not None and vision.architecture != "vit":
+            errors.append(("vision.architecture", f"the image tower is a vit, not {vision.architecture}"))
+        elif vision is not None and getattr(vision.embedding, "cls_token", False) is not True:
+            errors.append(("vision.embedding.cls_token", "the contrastive head reads the image tower's [CLS] token"))
+        width = getattr(recipe.head, "vision_width", None)
+        if vision is not None and width not in (None, vision.d_model):
+            errors.append(("head.vision_width", f"must equal vision.d_model ({vision.d_model}); leave it out"))
         return errors
 
 
@@ -296,12 +368,27 @@ def build_vit(recipe, make: Make) -> nn.Module:
     )
 
 
+def build_dual_encoder(recipe, make: Make) -> nn.Module:
+    """CLIP-like dual encoder: a text stack and a vit stack, joined by a contrastive head."""
+    causal = getattr(recipe.head, "causal_text", False)
+    vision = recipe.vision
+    return DualEncoderModel(
+        text_embedding=make("embedding", recipe.embedding, recipe.context(stack="encoder", causal=causal)),
+        text=TransformerStack(**stack_parts(recipe, make, stack="encoder", causal=causal)),
+        vision_embedding=make("embedding", vision.embedding, vision.context(stack="encoder")),
+        vision=TransformerStack(**stack_parts(vision, make, stack="encoder", causal=False)),
+        head=make("head", recipe.head, recipe.context(stack="encoder")),
+        max_len=recipe.max_len,
+    )
+
+
 @hookimpl
 def register_components(register):
     register("architecture", "decoder", build_decoder, DecoderConfig)
     register("architecture", "encoder", build_encoder, EncoderConfig)
     register("architecture", "encoder-decoder", build_encoder_decoder, EncoderDecoderConfig)
     register("architecture", "vit", build_vit, VitConfig)
+    register("architecture", "dual-encoder", build_dual_encoder, DualEncoderConfig)
 
 
 @hookimpl

@@ -116,12 +116,13 @@ class PatchEmbedding(nn.Module):
         num_channels: int = 3,
         cls_token: bool = True,
         distillation_token: bool = False,
+        bias: bool = True,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.proj = nn.Conv2d(num_channels, d_model, kernel_size=patch_size, stride=patch_size, **factory)
+        self.proj = nn.Conv2d(num_channels, d_model, kernel_size=patch_size, stride=patch_size, bias=bias, **factory)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model, **factory)) if cls_token else None
         self.distillation_token = nn.Parameter(torch.zeros(1, 1, d_model, **factory)) if distillation_token else None
         self.num_patches = (image_size // patch_size) ** 2
@@ -227,8 +228,14 @@ class PatchEmbeddingConfig(ComponentConfig):
     token_input: ClassVar[bool] = False
     cls_token: bool = Field(True, description="Prepend a learned [CLS] token.")
     distillation_token: bool = Field(False, description="A second learned token after the [CLS] token (DeiT).")
+    bias: bool = Field(True, description="A bias on the patch projection (CLIP's has none).")
 
-    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"cls_token": False}, {"distillation_token": True})
+    examples: ClassVar[tuple[dict[str, Any], ...]] = (
+        {},
+        {"cls_token": False},
+        {"distillation_token": True},
+        {"bias": False},
+    )
 
     @property
     def extra_tokens(self) -> int:
@@ -238,7 +245,7 @@ class PatchEmbeddingConfig(ComponentConfig):
     def cost(self, ctx: BuildContext) -> Cost:
         # A Conv2d with kernel = stride = P is one (C·P·P -> E) matmul per patch, plus its bias and the extra tokens.
         patch, E = ctx.num_channels * ctx.patch_size**2, ctx.d_model
-        return Cost(params=patch * E + E + E * self.extra_tokens, matmul=patch * E, acts=patch)
+        return Cost(params=patch * E + E * self.bias + E * self.extra_tokens, matmul=patch * E, acts=patch)
 
     def check(self, ctx: BuildContext) -> list[str]:
         if not ctx.image_size or not ctx.patch_size:

@@ -28,7 +28,7 @@ from zoo.limits import MAX_WIDTH
 from zoo.registry import preset
 from zoo.tensor_parallel import check_divides, refuse
 
-Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "silu", "xielu", "identity"]
+Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "quick_gelu", "silu", "xielu", "identity"]
 
 
 class ReLUSquared(nn.Module):
@@ -36,6 +36,13 @@ class ReLUSquared(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x).square()
+
+
+class QuickGELU(nn.Module):
+    """``x · sigmoid(1.702 x)``: the sigmoid approximation of GELU that CLIP was trained with."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
 
 
 class XIELU(nn.Module):
@@ -88,6 +95,7 @@ ACTIVATIONS: dict[str, Callable[..., nn.Module]] = {
     "relu2": ReLUSquared,
     "gelu": nn.GELU,  # exact (erf) GELU, as in BERT and GeGLU
     "gelu_tanh": functools.partial(nn.GELU, approximate="tanh"),  # GPT-2's approximation
+    "quick_gelu": QuickGELU,  # CLIP's
     "silu": nn.SiLU,
     "xielu": XIELU,
     "identity": nn.Identity,  # no activation: the bilinear GLU
@@ -300,6 +308,7 @@ class MLPConfig(ComponentConfig):
         {},
         {"hidden": 24, "activation": "relu", "bias": False},
         {"activation": "relu2"},
+        {"activation": "quick_gelu"},
         {"hidden": 12, "activation": "xielu", "bias": False},
     )
 

@@ -42,7 +42,18 @@ from .checks import config_problems
 from .gpt2 import GPT2
 from .io import read_config, read_names, read_weights, write_checkpoint
 from .llama import LLAMA
-from .mapping import Family, compare, expected_shapes, links, to_hf_state, to_zoo_state, unsupported, zoo_tensors
+from .mapping import (
+    Family,
+    compare,
+    expected_shapes,
+    flatten,
+    links,
+    nest,
+    to_hf_state,
+    to_zoo_state,
+    unsupported,
+    zoo_tensors,
+)
 from .mixtral import MIXTRAL
 from .remote import REMOTE_CODE, closest_families, remote_checkpoint, write_remote
 from .t5 import T5
@@ -169,6 +180,7 @@ class _Source:
                 f"{', '.join(family.classes)}",
                 source=str(path),
             )
+        config = flatten(config, family.nested)
         problems = config_problems(config, family.defaults)
         if problems:
             raise HFImportError(problems, source=str(path))
@@ -325,7 +337,7 @@ def _hf_checkpoint(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Te
     if hf_class == family.base_class:
         state = {n.removeprefix(family.base_prefix): t for n, t in state.items()}
     config = {"model_type": family.model_type, "architectures": [hf_class], **family.config(recipe, zoo)}
-    return config, state
+    return nest(config, family.nested), state
 
 
 def import_checkpoint(

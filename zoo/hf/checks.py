@@ -88,24 +88,25 @@ def _fits(value: Any, default: Any) -> bool:
 def config_problems(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
     """One message per value of ``given`` (config.json as written) of the wrong type or out of its range."""
     problems = []
-    for key, value in given.items():
+    for dotted, value in given.items():
         if value is None:
             continue
-        default = defaults.get(key)
+        default = defaults.get(dotted)
+        key = dotted.rpartition(".")[2]  # a nested config's key (CLIP's text_config.layer_norm_eps) as any other
         if key in OBJECTS and not isinstance(value, Mapping):
-            problems.append(f"{key}={value!r} must be an object (a mapping of names to values), not {_kind(value)}")
+            problems.append(f"{dotted}={value!r} must be an object (a mapping of names to values), not {_kind(value)}")
             continue
         if default is not None and key not in EITHER and not _fits(value, default):
-            problems.append(f"{key}={value!r} must be {_kind(default)}, like its default {default!r}")
+            problems.append(f"{dotted}={value!r} must be {_kind(default)}, like its default {default!r}")
             continue
         if key in RANGES:
             low, high = RANGES[key]
             if isinstance(value, bool) or not isinstance(value, int):
-                problems.append(f"{key}={value!r} must be an integer from {low} to {high:,}")
+                problems.append(f"{dotted}={value!r} must be an integer from {low} to {high:,}")
             elif not low <= value <= high:
-                problems.append(f"{key}={value!r} is out of range: zoo builds {low} to {high:,}")
+                problems.append(f"{dotted}={value!r} is out of range: zoo builds {low} to {high:,}")
         elif key in POSITIVE:
             number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
             if number is None or not math.isfinite(number) or number <= 0:
-                problems.append(f"{key}={value!r} must be a finite number above 0")
+                problems.append(f"{dotted}={value!r} must be a finite number above 0")
     return problems

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.errors import HFImportError
+
 Tensors = Sequence[torch.Tensor]
 
 MISSING = object()
@@ -207,8 +209,41 @@ def compare(
 # ---------------------------------------------------------------------------------------------- configs
 
 
+def flatten(config: Mapping[str, Any], nested: Iterable[str]) -> dict[str, Any]:
+    """``config`` with each of its ``nested`` configs spread into dotted keys: ``{"text_config": {"a": 1}}`` ->
+    ``{"text_config.a": 1}``; a nested config left out or null is empty (its defaults apply).
+
+    Raises:
+        HFImportError: a nested config that is not an object.
+    """
+    nested = tuple(nested)
+    out = {k: v for k, v in config.items() if k not in nested}
+    for key in nested:
+        sub = config.get(key) or {}
+        if not isinstance(sub, Mapping):
+            raise HFImportError(f"{key}={sub!r} must be an object (the config of a part of the model)")
+        out.update({f"{key}.{k}": v for k, v in sub.items()})
+    return out
+
+
+def nest(config: Mapping[str, Any], nested: Iterable[str]) -> dict[str, Any]:
+    """The inverse of :func:`flatten`: dotted keys of the ``nested`` configs gathered back into their objects."""
+    nested = tuple(nested)
+    out: dict[str, Any] = {key: {} for key in nested}
+    for k, v in config.items():
+        parent, _, leaf = k.partition(".")
+        if parent in nested and leaf:
+            out[parent][leaf] = v
+        else:
+            out[k] = v
+    return out
+
+
 def lookup(data: Mapping[str, Any], dotted: str, default: Any = MISSING) -> Any:
-    """``data["a"]["b"]`` for ``"a.b"``; ``default`` where a key is absent or a parent is not a mapping."""
+    """``data["a"]["b"]`` for ``"a.b"`` (``data["a.b"]`` where a flattened config has it: ``flatten``); ``default``
+    where a key is absent or a parent is not a mapping."""
+    if dotted in data:
+        return data[dotted]
     node: Any = data
     for key in dotted.split("."):
         if not isinstance(node, Mapping) or key not in node:
@@ -315,6 +350,9 @@ class Family:
     or named here: a test walks them all, so a new option of a new transformers cannot pass unnoticed."""
     table: Any = None
     """The ``zoo.hf.table.Table`` this family's translation is generated from (None: written by hand)."""
+    nested: tuple[str, ...] = ()
+    """Config keys holding a config of their own (CLIP's ``text_config``, ``vision_config``): read flattened, their
+    keys dotted (``text_config.hidden_size``), and written back nested (``flatten``, ``nest``)."""
     parent: Family | None = field(default=None, repr=False, compare=False)
     """The family this one is derived from (``derive``): it is registered first, so that a recipe both export
     exactly exports as the parent unless it names its ``hf_family``."""
@@ -375,6 +413,7 @@ ACTIVATIONS: dict[str, str] = {
     "gelu": "gelu",
     "gelu_new": "gelu_tanh",
     "gelu_pytorch_tanh": "gelu_tanh",
+    "quick_gelu": "quick_gelu",
     "relu": "relu",
     "relu2": "relu2",
     "silu": "silu",
@@ -386,6 +425,7 @@ ACTIVATIONS: dict[str, str] = {
 HF_ACTIVATIONS: dict[str, str] = {
     "gelu": "gelu",
     "gelu_tanh": "gelu_new",
+    "quick_gelu": "quick_gelu",
     "relu": "relu",
     "relu2": "relu2",
     "silu": "silu",

@@ -32,6 +32,9 @@ Refused = Option
 SECTIONS = ("block", "embedding", "positional", "attention", "norm", "ffn", "head")
 """The recipe's component sections: a field of one that no row writes must hold its default to export."""
 
+TOWERS = ("vision",)
+"""Recipe fields that hold a recipe of their own (a dual-encoder's image tower), whose sections are checked alike."""
+
 NOT_NETWORK = frozenset({"dropout", "sinusoidal_init"})
 """Component fields that do not change what a trained network computes (training dropout, an init choice that
 imported weights replace): a config without them still exports."""
@@ -177,7 +180,10 @@ def section_defaults(section: str, owned: frozenset[str]) -> Requirement:
     written = owned | {".".join(p.split(".")[:k]) for p in owned for k in range(2, p.count(".") + 1)}
 
     def check(recipe: Any) -> str | None:
-        config = getattr(recipe, section, None)
+        try:
+            config = get(recipe, section)  # a tower's section is dotted: vision.attention
+        except AttributeError:
+            return None
         if config is None or not hasattr(type(config), "model_fields"):
             return None
         off = []
@@ -228,7 +234,7 @@ class Table:
         owned = self.owned()
         if "layer_groups" not in owned:  # cross-layer sharing: only a family whose config says it (ALBERT's)
             out["layer_groups"] = None
-        for section in SECTIONS:
+        for section in (*SECTIONS, *(f"{tower}.{s}" for tower in TOWERS for s in SECTIONS)):
             if f"{section}.*" not in owned and any(p.startswith(f"{section}.") for p in owned):
                 out[f"{section}.*"] = section_defaults(section, owned)
         return out
@@ -352,3 +358,41 @@ def renamed(row: Computed, names: Mapping[str, str]) -> Computed:
     return replace(
         row, keys=keys, read=read, write=write, legacy=rename(row.legacy), conditional=rename(row.conditional)
     )
+
+
+def under(tower: str, rows: Iterable[Row]) -> tuple[Row, ...]:
+    """``rows`` written for a whole recipe, re-rooted at one of its towers (``vision``: a dual-encoder's image
+    tower): their recipe paths under ``tower.``, their checks and writes reading the tower's recipe and the tower's
+    weights (``vision.blocks.0...`` as ``blocks.0...``). Config keys stay as the rows name them."""
+    prefix = f"{tower}."
+
+    def requirement(required: Requirement) -> Requirement:
+        if not callable(required):
+            return required
+        return lambda recipe: required(getattr(recipe, tower)) if getattr(recipe, tower) is not None else None
+
+    def weights_of(weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
+
+    def rooted(row: Row) -> Row:
+        if isinstance(row, Key | Fixed):
+            return replace(row, path=prefix + row.path)
+        if isinstance(row, Require):
+            return replace(row, path=prefix + row.path, check=requirement(row.check))
+        if not isinstance(row, Computed):
+            return row  # an option or an unread key: config keys only
+        read, write = row.read, row.write
+
+        def read_tower(config: dict[str, Any], recipe: dict[str, Any], *checkpoint: Any) -> dict[str, Any]:
+            return {prefix + path: value for path, value in read(config, recipe.get(tower, {}), *checkpoint).items()}
+
+        return replace(
+            row,
+            name=prefix + row.name,
+            paths=tuple(prefix + p for p in row.paths),
+            read=read_tower,
+            write=lambda recipe, weights: write(getattr(recipe, tower), weights_of(weights)),
+            requires={prefix + path: requirement(r) for path, r in row.requires.items()},
+        )
+
+    return tuple(rooted(row) for row in rows)

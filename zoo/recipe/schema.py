@@ -22,7 +22,7 @@ from .training import TrainConfig
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
-SHAPE_FIELDS_SKIPPED = ("name", "description", "architecture", "layers", "expect", "hf_family", "train")
+SHAPE_FIELDS_SKIPPED = ("name", "description", "architecture", "layers", "expect", "hf_family", "train", "vision")
 
 Component = SerializeAsAny[ComponentConfig]
 
@@ -113,6 +113,11 @@ class Recipe(StrictNumbers):
         "says phi3); default the first family the recipe fits.",
     )
     train: TrainConfig = Field(default_factory=TrainConfig, description="How `zoo train` trains the model.")
+    vision: Recipe | None = Field(
+        None,
+        description="A dual-encoder's image tower, a vit recipe of its own (CLIP, SigLIP); the rest of the recipe "
+        "is its text tower.",
+    )
 
     @field_validator("name")
     @classmethod

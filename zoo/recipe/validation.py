@@ -122,6 +122,8 @@ def validate_recipe(
                     failed.add(f"layers.{i}.select")
                     layers_known = False
 
+    if isinstance(data.get("vision"), Mapping):  # a tower: a recipe of its own, its errors under vision.
+        data["vision"] = _tower(data["vision"], "vision", errors, failed)
     recipe, details = field_errors(Recipe, data)
     if recipe is None:
         reported = tuple(f"{path}." for path in failed)
@@ -137,6 +139,17 @@ def validate_recipe(
         raise RecipeError(_dedupe(errors), source=source, origins=origins)
     assert recipe is not None
     return recipe
+
+
+def _tower(data: Mapping[str, Any], key: str, errors: Errors, failed: set[str]) -> Recipe | None:
+    """The recipe of a model's tower (a dual-encoder's ``vision``), validated as a recipe of its own (named after
+    its key unless it says), or None with its errors reported under ``key.``."""
+    try:
+        return validate_recipe({"name": key, **data})
+    except RecipeError as exc:
+        errors.extend((f"{key}.{path}" if path else key, message) for path, message in exc.errors)
+        failed.add(key)
+        return None
 
 
 def _section_hint(data: Mapping[str, Any], path: str, msg: str) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from zoo.hookspecs import hookimpl
 
 from .base import Activation, Transform, _tying, cross_entropy, pool, transform_params
 from .classification import ClassificationHead, ClassificationHeadConfig, Pooler, PoolerConfig
+from .contrastive import ContrastiveHead, ContrastiveHeadConfig
 from .embedding import EmbeddingHead, EmbeddingHeadConfig
 from .lm import LMHead, LMHeadConfig
 from .masked_lm import MaskedLMHead, MaskedLMHeadConfig
@@ -36,6 +37,8 @@ __all__ = [
     "ClassificationHeadConfig",
     "TokenClassificationHeadConfig",
     "PoolerConfig",
+    "ContrastiveHead",
+    "ContrastiveHeadConfig",
     "EmbeddingHead",
     "ReplacedTokenHead",
     "ReplacedTokenHeadConfig",
@@ -51,5 +54,6 @@ def register_components(register):
     register("head", "classification", ClassificationHead, ClassificationHeadConfig)
     register("head", "pooler", Pooler, PoolerConfig)
     register("head", "embedding", EmbeddingHead, EmbeddingHeadConfig)
+    register("head", "contrastive", ContrastiveHead, ContrastiveHeadConfig)
     register("head", "rtd", ReplacedTokenHead, ReplacedTokenHeadConfig)
     register("head", "token_classification", TokenClassificationHead, TokenClassificationHeadConfig)

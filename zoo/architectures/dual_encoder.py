@@ -1,0 +1,89 @@
+"""Dual encoder (CLIP): a text tower and an image tower, each a Transformer stack, joined by a contrastive head.
+
+    input_ids (N_t, L)   -> text_embedding   -> text stack   -> head: pool, project --\\
+                                                                                     cosine × exp(s) -> (N_i, N_t)
+    images (N_i, C, H, W) -> vision_embedding -> vision stack -> head: [CLS], project -/
+
+Either tower runs alone: ``model(input_ids=...)`` gives the text vectors (N_t, P), ``model(images=...)`` the image
+vectors (N_i, P), as Hugging Face's ``get_text_features`` and ``get_image_features`` do; with both, ``logits`` holds
+every image's similarity with every text (``logits_per_image``), and ``text_embeds`` / ``image_embeds`` the
+L2-normalised vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from zoo.checkpoint import Pretrained
+from zoo.components.positional import positions_for
+
+from .blocks import ModelOutput, TransformerStack, build_mask
+
+
+@dataclass
+class DualEncoderOutput(ModelOutput):
+    """``logits``: (N_i, N_t) similarities, or one tower's (N, P) vectors when only its input was given."""
+
+    text_embeds: torch.Tensor | None = None
+    """(N_t, P), L2-normalised; set when both inputs were given."""
+    image_embeds: torch.Tensor | None = None
+    """(N_i, P), L2-normalised; set when both inputs were given."""
+
+
+class DualEncoderModel(nn.Module, Pretrained):
+    """Token ids and images -> image-text similarity logits (and the contrastive loss with ``return_loss``)."""
+
+    def __init__(
+        self,
+        *,
+        text_embedding: nn.Module,
+        text: TransformerStack,
+        vision_embedding: nn.Module,
+        vision: TransformerStack,
+        head: nn.Module,
+        max_len: int,
+    ) -> None:
+        super().__init__()
+        self.text_embedding = text_embedding
+        self.text = text
+        self.vision_embedding = vision_embedding
+        self.vision = vision
+        self.head = head
+        self.max_len = max_len
+
+    def encode_text(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Token ids (N, L), attention_mask (N, L; 1 = real token) -> projected text vectors (N, P)."""
+        L = input_ids.shape[1]
+        mask = build_mask(L, attention_mask, causal=self.text.causal, device=input_ids.device)
+        x = self.text_embedding(input_ids)
+        h = self.text.run(x, positions=positions_for(L, device=input_ids.device), mask=mask)
+        return self.head.text_embeds(h, input_ids, attention_mask)
+
+    def encode_image(self, images: torch.Tensor) -> torch.Tensor:
+        """Images (N, C, H, W) -> projected image vectors (N, P)."""
+        x = self.vision_embedding(images)
+        h = self.vision.run(x, positions=positions_for(x.shape[1], device=x.device))
+        return self.head.image_embeds(h)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        images: torch.Tensor | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        return_loss: bool = False,
+    ) -> DualEncoderOutput:
+        """``return_loss``: the contrastive loss of a batch of pairs (image ``i`` with text ``i``)."""
+        if input_ids is None and images is None:
+            raise ValueError("a dual-encoder takes input_ids, images or both")
+        text = self.encode_text(input_ids, attention_mask) if input_ids is not None else None
+        image = self.encode_image(images) if images is not None else None
+        if text is None or image is None:
+            return DualEncoderOutput(logits=text if image is None else image)
+        logits = self.head(image, text)  # (N_i, N_t)
+        loss = self.head.loss(logits) if return_loss else None
+        unit = nn.functional.normalize
+        return DualEncoderOutput(logits=logits, loss=loss, text_embeds=unit(text, dim=-1), image_embeds=unit(image, dim=-1))

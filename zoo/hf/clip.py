@@ -1,0 +1,117 @@
+"""CLIP (``CLIPModel``): a causal text tower and a ViT image tower, both pre-norm with quick-GELU MLPs, projected
+into one space by bias-free linears; the image tower normalises its embeddings first (``pre_layrnorm``) and its
+[CLS] vector last (``post_layernorm``, zoo's final norm). Its config nests ``text_config`` and ``vision_config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .mapping import Rule, Transform
+from .rows_classic import LEARNED, PRE_NORM, mha, mlp, width
+from .rows_neox import linear_rules
+from .table import Computed, Fixed, Key, Require, Unread, family, under
+
+TOKEN = Transform("as a [CLS] token", lambda t: [t[0].view(1, 1, -1)], lambda t: [t[0].reshape(-1)])
+"""CLIP keeps its class embedding as (E,); zoo's [CLS] token is (1, 1, E)."""
+
+LAYER = ("self_attn.q_proj attention.q_proj", "self_attn.k_proj attention.k_proj", "self_attn.v_proj attention.v_proj")
+LAYER += ("self_attn.out_proj attention.o_proj", "layer_norm1 attention_norm", "mlp.fc1 ffn.up_proj")
+LAYER += ("mlp.fc2 ffn.down_proj", "layer_norm2 ffn_norm")
+
+RULES = (
+    Rule("text_model.embeddings.token_embedding.weight", "text_embedding.token.weight"),
+    Rule("text_model.embeddings.position_embedding.weight", "text.positional.embedding.weight"),
+    *linear_rules("text_model.encoder.layers.{i}.", "text.blocks.{i}.", *LAYER),
+    *linear_rules("text_model.", "text.", "final_layer_norm final_norm"),
+    Rule("vision_model.embeddings.class_embedding", "vision_embedding.cls_token", TOKEN),
+    Rule("vision_model.embeddings.patch_embedding.weight", "vision_embedding.proj.weight"),
+    Rule("vision_model.embeddings.position_embedding.weight", "vision.positional.embedding.weight"),
+    *linear_rules("vision_model.", "vision.", "pre_layrnorm embed_norm", "post_layernorm final_norm"),
+    *linear_rules("vision_model.encoder.layers.{i}.", "vision.blocks.{i}.", *LAYER),
+    Rule("text_projection.weight", "head.text_projection.weight"),
+    Rule("visual_projection.weight", "head.visual_projection.weight"),
+    Rule("logit_scale", "head.logit_scale"),
+)
+
+
+def text_pool(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """The first CLIP configs say ``eos_token_id: 2``: HF then pools the largest id (the vocabulary's last token is
+    end-of-text); later ones pool the first ``eos_token_id``."""
+    eos = config["text_config.eos_token_id"]
+    return {"head.text_pool": "argmax"} if eos == 2 else {"head.text_pool": "eos", "head.eos_token_id": eos}
+
+
+def text_pool_key(recipe: Any, weights: Any) -> dict[str, Any]:
+    return {"text_config.eos_token_id": 2 if recipe.head.text_pool == "argmax" else recipe.head.eos_token_id}
+
+
+def tower(config: str, heads: int, act: str, ffn: int, dims: int, layers: int) -> tuple[Any, ...]:
+    """The rows of a tower's config (``text_config``, ``vision_config``), at the recipe's root."""
+    key = f"{config}.".__add__
+    up = "text.blocks.0.ffn.up_proj.weight" if config == "text_config" else "blocks.0.ffn.up_proj.weight"
+    return (
+        *mha(key("num_attention_heads"), heads, key("attention_dropout"), 0.0),
+        *PRE_NORM,
+        *mlp(key("hidden_act"), act, "CLIP"),
+        width(key("intermediate_size"), ffn, weight=up),
+        LEARNED,
+        Key(key("hidden_size"), "d_model", dims),
+        Key(key("num_hidden_layers"), "num_layers", layers),
+        Fixed("norm.type", "layernorm"),
+        Key(key("layer_norm_eps"), "norm.eps", 1e-5),
+        Fixed("layer_groups", None),
+    )
+
+
+TEXT = (
+    *tower("text_config", 8, "quick_gelu", 2048, 512, 12),
+    Key("text_config.vocab_size", "vocab_size", 49408),
+    Key("text_config.max_position_embeddings", "max_len", 77),
+    Key("text_config.pad_token_id", "pad_token_id", 1),
+    Computed(
+        "text_pool",
+        {"text_config.eos_token_id": 49407},
+        ("head.text_pool", "head.eos_token_id"),
+        text_pool,
+        text_pool_key,
+        requires={"head.text_pool": ("eos", "argmax")},
+    ),
+    Fixed("embedding.type", "token"),
+    Unread("text_config.bos_token_id", "a tokenizer setting: the text's first token, not part of the network"),
+    Unread("text_config.projection_dim", "CLIPTextModelWithProjection's; CLIPModel projects to projection_dim"),
+)
+VISION = (
+    Fixed("architecture", "vit"),
+    Key("vision_config.image_size", "image_size", 224),
+    Key("vision_config.patch_size", "patch_size", 32),
+    Key("vision_config.num_channels", "num_channels", 3),
+    Fixed("embedding.type", "patch"),
+    Fixed("embedding.bias", False),
+    Fixed("head.type", "embedding"),
+    Fixed("head.pool", "cls"),
+    *tower("vision_config", 12, "quick_gelu", 3072, 768, 12),
+    Fixed("embed_norm", True),  # pre_layrnorm, in place of PRE_NORM's none
+    Unread("vision_config.projection_dim", "CLIPVisionModelWithProjection's; CLIPModel projects to projection_dim"),
+)
+
+CLIP = family(
+    "clip",
+    classes=("CLIPModel",),
+    rules=RULES,
+    ignored=("text_model.embeddings.position_ids", "vision_model.embeddings.position_ids"),
+    base_prefix="",
+    head_prefixes=(),
+    nested=("text_config", "vision_config"),
+    rows=(
+        Fixed("architecture", "dual-encoder"),
+        Fixed("head.type", "contrastive"),
+        Fixed("head.causal_text", True),
+        Fixed("head.bias", False),
+        Key("projection_dim", "head.proj_dim", 512),
+        Key("logit_scale_init_value", "head.logit_scale", 2.6592),
+        *TEXT,
+        *under("vision", VISION),
+        Require("head.vision_width", lambda recipe: None),  # vision.d_model, which the architecture checks
+    ),
+)
