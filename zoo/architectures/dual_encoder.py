@@ -85,5 +85,5 @@ class DualEncoderModel(nn.Module, Pretrained):
             return DualEncoderOutput(logits=text if image is None else image)
         logits = self.head(image, text)  # (N_i, N_t)
         loss = self.head.loss(logits) if return_loss else None
-        unit = nn.functional.normalize
-        return DualEncoderOutput(logits=logits, loss=loss, text_embeds=unit(text, dim=-1), image_embeds=unit(image, dim=-1))
+        text, image = nn.functional.normalize(text, dim=-1), nn.functional.normalize(image, dim=-1)
+        return DualEncoderOutput(logits=logits, loss=loss, text_embeds=text, image_embeds=image)
