@@ -335,6 +335,23 @@ def padded_ids(vocab_size: int, batch: int = 3, length: int = 12) -> tuple[torch
     return ids, mask
 
 
+def text_and_images(vocab_size: int, eos: int | None, image_size: int, channels: int) -> dict[str, torch.Tensor]:
+    """A dual-encoder's inputs: right-padded texts ending in ``eos`` (where the config pools it) and two images."""
+    ids, mask = padded_ids(vocab_size)
+    mask[2] = 1
+    mask[2, -7:] = 0  # texts pad on the right
+    if eos is not None and eos != 2:
+        ids[ids == eos] = 1
+        ids[torch.arange(3), mask.sum(-1) - 1] = eos
+    images = torch.randn(2, channels, image_size, image_size, generator=torch.Generator().manual_seed(1))
+    return {"input_ids": ids, "attention_mask": mask, "pixel_values": images}
+
+
+def dual_inputs(config: Any) -> dict[str, torch.Tensor]:
+    text, vision = config.text_config, config.vision_config
+    return text_and_images(text.vocab_size, text.eos_token_id, vision.image_size, vision.num_channels)
+
+
 def max_differences(ref: Reference) -> dict[str, float]:
     """Max |HF - zoo| of each output the family compares, on a padded batch (real positions only)."""
     hf, model, kind = ref.hf, ref.model, KINDS[ref.case.family]
@@ -344,6 +361,14 @@ def max_differences(ref: Reference) -> dict[str, float]:
             size, channels = config.image_size, config.num_channels
             images = torch.randn(3, channels, size, size, generator=torch.Generator().manual_seed(1))
             return {"logits": (hf(pixel_values=images).logits - model(images).logits).abs().max().item()}
+        if kind == "dual-encoder":
+            inputs = dual_inputs(config)
+            out = hf(**inputs)
+            zoo_out = model(inputs["input_ids"], inputs["pixel_values"], attention_mask=inputs["attention_mask"])
+            return {
+                key: (getattr(out, hf_key) - getattr(zoo_out, key)).abs().max().item()
+                for key, hf_key in (("logits", "logits_per_image"), ("text_embeds",) * 2, ("image_embeds",) * 2)
+            }
         ids, mask = padded_ids(config.vocab_size)
         if kind == "decoder":
             positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts the real tokens' positions
@@ -511,7 +536,9 @@ def test_round_trip_gives_back_the_checkpoint_bit_for_bit(ref, tmp_path):
     assert type(reloaded) is type(ref.hf)
     assert sum(p.numel() for p in reloaded.parameters()) == sum(p.numel() for p in ref.hf.parameters())
     kind = KINDS[ref.case.family]
-    inputs = {"input_ids": padded_ids(ref.hf.config.vocab_size)[0]} if kind != "vision" else {}
+    inputs = {"input_ids": padded_ids(ref.hf.config.vocab_size)[0]} if kind not in ("vision", "dual-encoder") else {}
+    if kind == "dual-encoder":
+        inputs = dual_inputs(ref.hf.config)
     if kind == "vision":
         size = ref.hf.config.image_size
         inputs["pixel_values"] = torch.randn(2, ref.hf.config.num_channels, size, size)
@@ -519,7 +546,7 @@ def test_round_trip_gives_back_the_checkpoint_bit_for_bit(ref, tmp_path):
         inputs["decoder_input_ids"] = inputs["input_ids"][:, :5]
     with torch.no_grad():
         expected, actual = ref.hf(**inputs), reloaded(**inputs)
-    key = "logits" if hasattr(expected, "logits") else "pooler_output"
+    key = "logits" if hasattr(expected, "logits") else "logits_per_image" if kind == "dual-encoder" else "pooler_output"
     assert torch.equal(expected[key], actual[key])
 
 
@@ -577,6 +604,11 @@ def test_transformers_loads_zoo_exports_with_the_same_outputs(name, tmp_path):
         if r.architecture == "vit":
             images = torch.randn(2, r.num_channels, r.image_size, r.image_size)
             expected, actual = hf(pixel_values=images).logits, model(images).logits
+        elif r.architecture == "dual-encoder":
+            eos = r.head.eos_token_id if r.head.text_pool == "eos" else None
+            inputs = text_and_images(r.vocab_size, eos, r.vision.image_size, r.vision.num_channels)
+            expected = hf(**inputs).logits_per_image
+            actual = model(inputs["input_ids"], inputs["pixel_values"], attention_mask=inputs["attention_mask"]).logits
         elif r.architecture == "encoder-decoder":
             ids, mask = padded_ids(r.vocab_size)
             mask[2] = 1

@@ -36,6 +36,8 @@ def network(recipe) -> dict[str, Any]:
     pre = recipe.block.pre_norm
     data["embed_norm"] = recipe.embed_norm if recipe.embed_norm is not None else not pre
     data["final_norm"] = recipe.final_norm if recipe.final_norm is not None else pre
+    if recipe.vision is not None:  # a dual-encoder's image tower, a recipe of its own
+        data["vision"] = network(recipe.vision)
     return data
 
 
@@ -68,8 +70,9 @@ def test_named_recipe_has_the_published_parameter_count(recipe):
     with torch.device("meta"):
         hf = reference_class(transformers, config)(hf_config)
     expected = sum(p.numel() for p in hf.parameters())
-    head, table = hf.get_output_embeddings(), hf.get_input_embeddings()
-    if config.get("tie_word_embeddings") is False and head is not None and head.weight is table.weight:
+    tied = config.get("tie_word_embeddings") is False  # only then can a head be tied against the config
+    head, table = (hf.get_output_embeddings(), hf.get_input_embeddings()) if tied else (None, None)
+    if head is not None and head.weight is table.weight:
         # Transformers 5 ties mT5's and UMT5's head whatever the config says, and unties it on loading a
         # checkpoint that holds its own lm_head.weight, as the published ones do.
         expected += head.weight.numel()

@@ -103,6 +103,7 @@ CLIP = family(
     base_prefix="",
     head_prefixes=(),
     nested=("text_config", "vision_config"),
+    recipes=("clip-vit-base-patch32",),
     rows=(
         Fixed("architecture", "dual-encoder"),
         Fixed("head.type", "contrastive"),

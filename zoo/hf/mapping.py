@@ -359,7 +359,8 @@ class Family:
 
     @property
     def unread_keys(self) -> dict[str, str]:
-        return {**COMMON_UNREAD, **self.unread}
+        nested = {f"{config}.{key}": why for config in self.nested for key, why in COMMON_UNREAD.items()}
+        return {**COMMON_UNREAD, **nested, **self.unread}
 
     def full_name(self, name: str) -> str:
         if not self.base_prefix or name.startswith(self.base_prefix) or name.startswith(self.head_prefixes):
