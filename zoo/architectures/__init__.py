@@ -56,6 +56,8 @@ class ArchitectureConfig(ComponentConfig):
     """Stacks whose blocks also cross-attend (built from each block's attention config)."""
     examples: ClassVar[tuple[dict[str, Any], ...]] = ()
     """Tiny recipes of this architecture: ``zoo.testing`` places every component's examples into them."""
+    towers: ClassVar[tuple[str, ...]] = ()
+    """Recipe fields holding a tower's recipe of its own (a dual-encoder's ``vision``)."""
     unused: ClassVar[tuple[str, ...]] = ()
     """Recipe fields (dotted: ``train.task``) this architecture never reads: a saved recipe leaves them out
     while they hold their default, so a decoder's recipe does not speak of image channels."""
@@ -78,8 +80,12 @@ class ArchitectureConfig(ComponentConfig):
             for f in self.requires
             if getattr(recipe, f) is None
         ]
-        if getattr(recipe.embedding, "width", None) is not None and len(self.stacks) > 1:
+        if getattr(recipe.embedding, "width", None) is not None and (len(self.stacks) > 1 or self.towers):
             errors.append(("embedding.width", "a factorized embedding feeds one stack (an encoder or a decoder)"))
+        if recipe.vision is not None and "vision" not in self.towers:
+            errors.append(("vision", f"an image tower belongs to a dual-encoder; a {recipe.architecture} has none"))
+        if getattr(recipe.head, "type", None) == "contrastive" and not self.towers:
+            errors.append(("head", "a contrastive head joins the two towers of a dual-encoder (architecture: dual-encoder)"))
         embeds_tokens = getattr(recipe.embedding, "token_input", True)
         if embeds_tokens != self.token_input:
             feeds = "token ids" if self.token_input else "images"
@@ -255,6 +261,7 @@ class DualEncoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "contrastive"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len", "vision")
+    towers: ClassVar[tuple[str, ...]] = ("vision",)
     unused: ClassVar[tuple[str, ...]] = (
         "image_size",
         "patch_size",

@@ -40,6 +40,7 @@ def recipe_json_schema() -> dict[str, Any]:
         layers=(list[layer], Field(default_factory=list, description="Per-layer component overrides.")),
         block=(BlockConfig | None, Field(None, description="How each block meets the residual stream.")),
         norm_position=(NormPosition | None, Field(None, description="Short for block.norm_position.")),
+        vision=(dict[str, Any] | None, Field(None, description=Recipe.model_fields["vision"].description)),
         **{k: (union(k) | None, None) if k in ARCHITECTURE_DEFAULTS else (union(k), ...) for k in COMPONENT_FIELDS},
     )
     schema = variant.model_json_schema()
@@ -74,6 +75,9 @@ def recipe_json_schema() -> dict[str, Any]:
         for config in members:
             for field, kind in spec_fields(config).items():
                 point(defs[def_key(config)]["properties"], field, kind, config.model_fields[field].default is None)
+    # A tower is a recipe of its own: the whole schema again.
+    tower = schema["properties"]["vision"]
+    schema["properties"]["vision"] = {"description": tower["description"], "anyOf": [{"$ref": "#"}, {"type": "null"}]}
     # With `extends`, the parent recipe gives whatever the child leaves out.
     schema["anyOf"] = [{"required": ["extends"]}, {"required": schema.pop("required", [])}]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "title": "zoo recipe"}

@@ -246,6 +246,10 @@ def _inputs(case: Case) -> dict[str, torch.Tensor]:
         return {"images": torch.randn(size, generator=torch.Generator().manual_seed(1))}
     if case.seq2seq:
         return {"input_ids": _tokens(case), "decoder_input_ids": _tokens(case, seed=2)}
+    vision = case.recipe.get("vision")
+    if vision:  # a dual-encoder: texts and as many images
+        size = (N, vision.get("num_channels", 3), vision["image_size"], vision["image_size"])
+        return {"input_ids": _tokens(case), "images": torch.randn(size, generator=torch.Generator().manual_seed(1))}
     return {"input_ids": _tokens(case)}
 
 
