@@ -12,7 +12,8 @@ the window of a sliding-window attention when shorter.
 Norms, activations, softmax and embedding lookups are left out: they are a few FLOPs per element, not per
 weight. A training step is about 3x the forward (the backward computes gradients of activations and of
 weights, each about one forward). For an encoder-decoder, a sequence is a source and a target of L tokens
-each, and "per token" means per sequence / L.
+each, and "per token" means per sequence / L; for a dual-encoder, a text of L tokens and an image, whose tower sees
+its own number of tokens (``Part.tokens``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def flop_estimate(plan: Iterable[Part], *, seq_len: int, batch: int = 1) -> Flop
     for part in plan:
         cost = part.cost
         if cost is None:
+            continue
+        if part.tokens is not None:  # a tower of its own length (an image's patches): per sequence, at that length
+            keys = min(part.tokens, cost.window) if cost.window else part.tokens
+            tokens = 1 if cost.per_sequence else part.tokens
+            per_sequence += tokens * 2 * cost.matmul + part.tokens * 2 * 2 * keys * cost.score_width
             continue
         if cost.per_sequence:
             per_sequence += 2 * cost.matmul

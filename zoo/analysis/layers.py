@@ -43,8 +43,11 @@ class LayerTable:
 
 
 def input_family(model: nn.Module) -> str | None:
-    """``images``, ``source+target``, ``tokens`` or None, from the names ``model.forward`` takes."""
+    """``text+images`` (a dual-encoder), ``images``, ``source+target``, ``tokens`` or None, from the names
+    ``model.forward`` takes."""
     names = inspect.signature(model.forward).parameters
+    if "images" in names and "input_ids" in names:
+        return "text+images"
     if "images" in names:
         return "images"
     if "decoder_input_ids" in names:
@@ -67,12 +70,17 @@ def example_inputs(model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int
             return torch.empty((batch, seq_len), dtype=torch.long, device=device)
         return torch.randint(0, recipe.vocab_size or 1, (batch, seq_len), generator=generator).to(device)
 
-    if family == "images":
-        size = (batch, recipe.num_channels, recipe.image_size, recipe.image_size)
+    def images(r: Recipe) -> torch.Tensor:
+        size = (batch, r.num_channels, r.image_size, r.image_size)
         dtype = next(model.parameters()).dtype
         if meta:
-            return {"images": torch.empty(size, dtype=dtype, device=device)}
-        return {"images": torch.randn(size, generator=generator).to(device=device, dtype=dtype)}
+            return torch.empty(size, dtype=dtype, device=device)
+        return torch.randn(size, generator=generator).to(device=device, dtype=dtype)
+
+    if family == "images":
+        return {"images": images(recipe)}
+    if family == "text+images":  # a dual-encoder: as many texts as images, each tower its own inputs
+        return {"input_ids": ids(), "images": images(recipe.vision)}
     if family == "source+target":
         return {"input_ids": ids(), "decoder_input_ids": ids()}
     if family == "tokens":

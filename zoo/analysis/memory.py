@@ -110,7 +110,8 @@ def memory_estimate(
 
     cross = [p.cost.cached_per_token * KV_BYTES for p in plan if p.cross]
     state = sum(p.cost.state * KV_BYTES for p in cached)
-    acts_per_token = sum(p.cost.acts for p in plan if not p.cost.per_sequence)
+    acts_per_token = sum(p.cost.acts for p in plan if not p.cost.per_sequence and p.tokens is None)
+    acts_per_sequence = sum(p.cost.acts * p.tokens for p in plan if not p.cost.per_sequence and p.tokens is not None)
     return MemoryEstimate(
         parameters=parameters,
         batch=batch,
@@ -120,6 +121,6 @@ def memory_estimate(
         kv_bytes_at_max_len=kv_bytes(max_len) if max_len else None,
         kv_bytes_for_batch=None if not cached else batch * kv_bytes(seq_len),
         cross_kv_bytes_per_source_token=sum(cross) if cross else None,
-        activation_bytes=ACTIVATION_BYTES * batch * seq_len * acts_per_token,
+        activation_bytes=ACTIVATION_BYTES * batch * (seq_len * acts_per_token + acts_per_sequence),
         state_bytes_per_sequence=state or None,
     )

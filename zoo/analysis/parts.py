@@ -37,6 +37,9 @@ class Part:
     """It sits in a causal stack: an attention's keys and values (or a mixer's state) are cached when decoding."""
     cross: bool = False
     """An attention over the encoder output."""
+    tokens: int | None = None
+    """The tokens it sees per sequence where that is fixed and not the model's sequence length: the patches (and
+    [CLS]) of a dual-encoder's image tower."""
 
     @property
     def layer(self) -> str:
@@ -51,6 +54,8 @@ def model_parts(model: nn.Module | str | Path | Mapping[str, Any]) -> list[Part]
 
         model = build(model, device="meta")
     parts, seen = [], set()
+    decodes = callable(getattr(model, "new_cache", None))  # a model that never decodes caches nothing
+    images = tuple(f"{tower}." for tower in getattr(model, "image_towers", ()))
     for path, made in getattr(model, "zoo_components", {}).items():
         if made.kind == "architecture" or made.nested or made.config is None or made.ctx is None:
             continue
@@ -59,5 +64,7 @@ def model_parts(model: nn.Module | str | Path | Mapping[str, Any]) -> list[Part]
         if cost is not None and held and held <= seen:  # another layer's weights (layer_groups): counted there
             cost = replace(cost, params=0, active=0)
         seen |= held
-        parts.append(Part(path, made.kind, made.name, cost, causal=made.ctx.causal, cross=made.ctx.cross))
+        tokens = made.ctx.max_len if path.startswith(images) else None
+        causal = made.ctx.causal and decodes
+        parts.append(Part(path, made.kind, made.name, cost, causal=causal, cross=made.ctx.cross, tokens=tokens))
     return parts

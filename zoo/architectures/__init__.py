@@ -16,7 +16,7 @@ from zoo.hookspecs import hookimpl
 
 from .blocks import Block, ModelCache, ModelOutput, TransformerStack, build_mask
 from .decoder import DecoderModel
-from .dual_encoder import DualEncoderModel, DualEncoderOutput
+from .dual_encoder import DualEncoderModel, DualEncoderOutput, Tower
 from .encoder import EncoderModel
 from .encoder_decoder import EncoderDecoderModel
 from .stack import Make, stack_parts
@@ -85,7 +85,7 @@ class ArchitectureConfig(ComponentConfig):
         if recipe.vision is not None and "vision" not in self.towers:
             errors.append(("vision", f"an image tower belongs to a dual-encoder; a {recipe.architecture} has none"))
         if getattr(recipe.head, "type", None) == "contrastive" and not self.towers:
-            errors.append(("head", "a contrastive head joins the two towers of a dual-encoder (architecture: dual-encoder)"))
+            errors.append(("head", "a contrastive head joins the two towers of an architecture: dual-encoder"))
         embeds_tokens = getattr(recipe.embedding, "token_input", True)
         if embeds_tokens != self.token_input:
             feeds = "token ids" if self.token_input else "images"
@@ -268,6 +268,7 @@ class DualEncoderConfig(ArchitectureConfig):
         "num_channels",
         "num_classes",
         "num_decoder_layers",
+        "decoder_start_token_id",
         "train.task",
         "train.mask_prob",
     )
@@ -380,10 +381,14 @@ def build_dual_encoder(recipe, make: Make) -> nn.Module:
     causal = getattr(recipe.head, "causal_text", False)
     vision = recipe.vision
     return DualEncoderModel(
-        text_embedding=make("embedding", recipe.embedding, recipe.context(stack="encoder", causal=causal)),
-        text=TransformerStack(**stack_parts(recipe, make, stack="encoder", causal=causal)),
-        vision_embedding=make("embedding", vision.embedding, vision.context(stack="encoder")),
-        vision=TransformerStack(**stack_parts(vision, make, stack="encoder", causal=False)),
+        text=Tower(
+            embedding=make("embedding", recipe.embedding, recipe.context(stack="encoder", causal=causal)),
+            **stack_parts(recipe, make, stack="encoder", causal=causal),
+        ),
+        vision=Tower(
+            embedding=make("embedding", vision.embedding, vision.context(stack="encoder")),
+            **stack_parts(vision, make, stack="encoder", causal=False),
+        ),
         head=make("head", recipe.head, recipe.context(stack="encoder")),
         max_len=recipe.max_len,
     )

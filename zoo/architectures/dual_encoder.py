@@ -1,8 +1,8 @@
 """Dual encoder (CLIP): a text tower and an image tower, each a Transformer stack, joined by a contrastive head.
 
-    input_ids (N_t, L)   -> text_embedding   -> text stack   -> head: pool, project --\\
-                                                                                     cosine × exp(s) -> (N_i, N_t)
-    images (N_i, C, H, W) -> vision_embedding -> vision stack -> head: [CLS], project -/
+    input_ids (N_t, L)    -> text:   embedding, stack -> head: pool, project --\\
+                                                                             cosine × exp(s) -> (N_i, N_t)
+    images (N_i, C, H, W) -> vision: embedding, stack -> head: [CLS], project -/
 
 Either tower runs alone: ``model(input_ids=...)`` gives the text vectors (N_t, P), ``model(images=...)`` the image
 vectors (N_i, P), as Hugging Face's ``get_text_features`` and ``get_image_features`` do; with both, ``logits`` holds
@@ -13,6 +13,7 @@ L2-normalised vectors.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -33,23 +34,23 @@ class DualEncoderOutput(ModelOutput):
     """(N_i, P), L2-normalised; set when both inputs were given."""
 
 
+class Tower(TransformerStack):
+    """One tower: its input embedding (``embedding``), then a Transformer stack."""
+
+    def __init__(self, *, embedding: nn.Module, **stack: Any) -> None:
+        super().__init__(**stack)
+        self.embedding = embedding
+
+
 class DualEncoderModel(nn.Module, Pretrained):
     """Token ids and images -> image-text similarity logits (and the contrastive loss with ``return_loss``)."""
 
-    def __init__(
-        self,
-        *,
-        text_embedding: nn.Module,
-        text: TransformerStack,
-        vision_embedding: nn.Module,
-        vision: TransformerStack,
-        head: nn.Module,
-        max_len: int,
-    ) -> None:
+    image_towers: tuple[str, ...] = ("vision",)
+    """Towers whose input has a fixed number of tokens (an image's patches and [CLS]), whatever the text's length."""
+
+    def __init__(self, *, text: Tower, vision: Tower, head: nn.Module, max_len: int) -> None:
         super().__init__()
-        self.text_embedding = text_embedding
         self.text = text
-        self.vision_embedding = vision_embedding
         self.vision = vision
         self.head = head
         self.max_len = max_len
@@ -58,13 +59,13 @@ class DualEncoderModel(nn.Module, Pretrained):
         """Token ids (N, L), attention_mask (N, L; 1 = real token) -> projected text vectors (N, P)."""
         L = input_ids.shape[1]
         mask = build_mask(L, attention_mask, causal=self.text.causal, device=input_ids.device)
-        x = self.text_embedding(input_ids)
+        x = self.text.embedding(input_ids)
         h = self.text.run(x, positions=positions_for(L, device=input_ids.device), mask=mask)
         return self.head.text_embeds(h, input_ids, attention_mask)
 
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
         """Images (N, C, H, W) -> projected image vectors (N, P)."""
-        x = self.vision_embedding(images)
+        x = self.vision.embedding(images)
         h = self.vision.run(x, positions=positions_for(x.shape[1], device=x.device))
         return self.head.image_embeds(h)
 

@@ -128,7 +128,7 @@ def _fields(config: Any) -> list[str]:
     """The recipe fields an architecture reads (cross-layer sharing, ``layer_groups``, among them)."""
     from zoo.recipe.schema import architecture_fields
 
-    return architecture_fields(tuple(getattr(config, "unused", ())))
+    return architecture_fields(tuple(getattr(config, "unused", ())), tuple(getattr(config, "towers", ())))
 
 
 def recipes(as_json: AsJson = False) -> None:

@@ -20,12 +20,12 @@ LAYER += ("self_attn.out_proj attention.o_proj", "layer_norm1 attention_norm", "
 LAYER += ("mlp.fc2 ffn.down_proj", "layer_norm2 ffn_norm")
 
 RULES = (
-    Rule("text_model.embeddings.token_embedding.weight", "text_embedding.token.weight"),
+    Rule("text_model.embeddings.token_embedding.weight", "text.embedding.token.weight"),
     Rule("text_model.embeddings.position_embedding.weight", "text.positional.embedding.weight"),
     *linear_rules("text_model.encoder.layers.{i}.", "text.blocks.{i}.", *LAYER),
     *linear_rules("text_model.", "text.", "final_layer_norm final_norm"),
-    Rule("vision_model.embeddings.class_embedding", "vision_embedding.cls_token", TOKEN),
-    Rule("vision_model.embeddings.patch_embedding.weight", "vision_embedding.proj.weight"),
+    Rule("vision_model.embeddings.class_embedding", "vision.embedding.cls_token", TOKEN),
+    Rule("vision_model.embeddings.patch_embedding.weight", "vision.embedding.proj.weight"),
     Rule("vision_model.embeddings.position_embedding.weight", "vision.positional.embedding.weight"),
     *linear_rules("vision_model.", "vision.", "pre_layrnorm embed_norm", "post_layernorm final_norm"),
     *linear_rules("vision_model.encoder.layers.{i}.", "vision.blocks.{i}.", *LAYER),

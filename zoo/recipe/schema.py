@@ -300,8 +300,9 @@ def positions_fit(recipe: Recipe, n: int) -> str | None:
     return None
 
 
-def architecture_fields(unused: tuple[str, ...]) -> list[str]:
-    """The recipe's top-level shape fields an architecture reads (all but its ``unused``), as listings show them:
-    ``d_model``, ``num_layers``, ``layer_groups`` (cross-layer sharing), ... Components and bookkeeping left out."""
+def architecture_fields(unused: tuple[str, ...], towers: tuple[str, ...] = ()) -> list[str]:
+    """The recipe's top-level shape fields an architecture reads (all but its ``unused``), then its ``towers`` (a
+    dual-encoder's ``vision``), as listings show them: ``d_model``, ``num_layers``, ``layer_groups`` (cross-layer
+    sharing), ... Components and bookkeeping left out."""
     skipped = {*SHAPE_FIELDS_SKIPPED, *COMPONENT_FIELDS, *unused}
-    return [name for name in Recipe.model_fields if name not in skipped]
+    return [name for name in Recipe.model_fields if name not in skipped] + list(towers)
