@@ -29,6 +29,10 @@ def _units(model: nn.Module) -> dict[str, nn.Module]:
     for name, child in model.named_children():
         if id(child) not in holders and not isinstance(child, nn.ModuleList):
             units[name] = child
+        elif id(child) in holders:  # a stack of its own (a dual-encoder's tower): its embedding, norms, ...
+            for part, grandchild in child.named_children():
+                if not isinstance(grandchild, nn.ModuleList):
+                    units[f"{name}.{part}"] = grandchild
     for path, module in model.named_modules():
         if BLOCK.match(path):
             units[path] = module

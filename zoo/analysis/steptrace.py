@@ -130,6 +130,15 @@ def example_batch(recipe: Recipe, objective: str, batch: int, seq_len: int) -> d
     if objective == "image_classification":
         size, channels = recipe.image_size or 0, recipe.num_channels or 3
         return {"images": torch.zeros(batch, channels, size, size), "labels": torch.zeros(batch, dtype=torch.long)}
+    if objective == "contrastive":  # as many captions as images
+        vision = recipe.vision
+        size, channels = vision.image_size or 0, vision.num_channels or 3
+        return {
+            "input_ids": torch.zeros(batch, seq_len, dtype=torch.long),
+            "attention_mask": torch.ones(batch, seq_len, dtype=torch.bool),
+            "images": torch.zeros(batch, channels, size, size),
+            "labels": torch.zeros(batch, dtype=torch.long),
+        }
     if objective == "seq2seq":
         return {
             "input_ids": torch.zeros(batch, seq_len, dtype=torch.long),

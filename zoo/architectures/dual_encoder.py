@@ -75,9 +75,11 @@ class DualEncoderModel(nn.Module, Pretrained):
         images: torch.Tensor | None = None,
         *,
         attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
         return_loss: bool = False,
     ) -> DualEncoderOutput:
-        """``return_loss``: the contrastive loss of a batch of pairs (image ``i`` with text ``i``)."""
+        """``return_loss``: the contrastive loss of a batch of pairs (image ``i`` with text ``i``); ``labels`` (N,), the
+        class of each pair where pairs of one class are alike, makes them all matches (and implies the loss)."""
         if input_ids is None and images is None:
             raise ValueError("a dual-encoder takes input_ids, images or both")
         text = self.encode_text(input_ids, attention_mask) if input_ids is not None else None
@@ -85,6 +87,6 @@ class DualEncoderModel(nn.Module, Pretrained):
         if text is None or image is None:
             return DualEncoderOutput(logits=text if image is None else image)
         logits = self.head(image, text)  # (N_i, N_t)
-        loss = self.head.loss(logits) if return_loss else None
+        loss = self.head.loss(logits, labels) if return_loss or labels is not None else None
         text, image = nn.functional.normalize(text, dim=-1), nn.functional.normalize(image, dim=-1)
         return DualEncoderOutput(logits=logits, loss=loss, text_embeds=text, image_embeds=image)

@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from zoo.limits import MAX_SEED, MAX_SIZE
 
-Objective = Literal["auto", "causal_lm", "masked_lm", "classification", "image_classification", "seq2seq"]
+Objective = Literal[
+    "auto", "causal_lm", "masked_lm", "classification", "image_classification", "seq2seq", "contrastive"
+]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 Parallel = Literal["auto", "ddp", "fsdp"]
 Checkpointing = Literal["none", "every", "every_k", "attention"]
@@ -96,7 +98,7 @@ class TrainConfig(BaseModel):
         "auto",
         description="What to learn; auto follows the architecture and head: decoder -> causal_lm, encoder with an "
         "mlm head -> masked_lm, encoder with a classification head -> classification, vit -> "
-        "image_classification, encoder-decoder -> seq2seq.",
+        "image_classification, encoder-decoder -> seq2seq, dual-encoder -> contrastive.",
     )
     data: str | None = Field(
         None,

@@ -9,6 +9,8 @@ classification (encoder)  the class of a text window ([cls] first, padded)      
 image_classification      the class of an image                                  loss, accuracy
 seq2seq (enc-dec)         the target given the source, teacher-forced            loss, token accuracy,
                           (decoder input = target shifted right)                 exact match
+contrastive (dual-enc.)   each image with its caption ("a photo of a {label}")   loss, accuracy (image ->
+                          against the batch's other captions, both ways          right caption in batch)
 ========================  =====================================================  ==========================
 
 An objective's ``batch(generator, n)`` draws ``n`` training examples as tensors (on the CPU); the trainer
@@ -48,6 +50,8 @@ def objective_name(recipe: Recipe) -> str:
         return "seq2seq"
     if arch == "vit":
         return "image_classification"
+    if arch == "dual-encoder":
+        return "contrastive"
     if arch == "encoder":
         if head == "mlm":
             return "masked_lm"
@@ -334,8 +338,50 @@ def loss_weight(objective: Objective, batch: Batch, groups: int, rank: int) -> f
     return objective.averaged_over(part) * groups / total
 
 
+CAPTION = "a photo of a {}"
+"""How a contrastive run captions an image of class ``label`` (and how zero-shot prediction prompts for it)."""
+
+
+class Contrastive(Objective):
+    """Images and their captions, matched against the batch's other captions both ways (CLIP's loss). Captions of
+    one class are alike, so every pair of the same class counts as a match (``labels``). The held-out accuracy is
+    the share of images whose closest caption in their batch is of their class."""
+
+    name, unit = "contrastive", "samples"
+
+    def __init__(self, images: D.ImageSet, tokenizer: Tokenizer, seq_len: int) -> None:
+        super().__init__(images.description, tokenizer, images.labels)
+        self.images = images
+        start = [] if tokenizer.bos_id is None else [tokenizer.bos_id]
+        end = [tokenizer.eos_id]
+        self.captions = [[*start, *tokenizer.encode(CAPTION.format(label)), *end] for label in images.labels]
+        longest = max(len(c) for c in self.captions)
+        if longest > seq_len:
+            raise TrainError(f"a caption of {longest} tokens does not fit train.seq_len ({seq_len}); raise it")
+
+    def _pairs(self, images: torch.Tensor, labels: torch.Tensor) -> Batch:
+        captions = [self.captions[i] for i in labels.tolist()]
+        input_ids = D.pad_to(captions, self.tokenizer.pad_id)
+        attention_mask = torch.arange(input_ids.shape[1])[None] < torch.tensor([len(c) for c in captions])[:, None]
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "images": images, "labels": labels}
+
+    def batch(self, generator: torch.Generator, n: int) -> Batch:
+        return self._pairs(*self.images.sample(n, generator))
+
+    def eval_batches(self, n: int, count: int) -> list[Batch]:
+        images, labels = self.images.val_images, self.images.val_labels
+        return [self._pairs(images[i : i + n], labels[i : i + n]) for i in range(0, min(len(images), n * count), n)]
+
+    def metrics(self, model: nn.Module, batch: Batch) -> Metrics:
+        out = model(**batch)
+        labels = batch["labels"]
+        n = torch.tensor(len(labels))
+        correct = (labels[out.logits.argmax(-1)] == labels).sum()  # the class of each image's closest caption
+        return {"loss": (out.loss.detach().float() * n, n), "accuracy": (correct, n)}
+
+
 OBJECTIVES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (CausalLM, MaskedLM, TextClassification, ImageClassification, Seq2Seq)
+    cls.name: cls for cls in (CausalLM, MaskedLM, TextClassification, ImageClassification, Seq2Seq, Contrastive)
 }
 """Every objective class by its name (the name a run records in its ``run.json``)."""
 
@@ -391,6 +437,18 @@ def make_objective(
         )
         check_classes(len(images.labels), recipe.num_classes)
         return ImageClassification(images)
+    if name == "contrastive":
+        vision = recipe.vision
+        images = D.load_images(
+            data, image_size=vision.image_size, num_channels=vision.num_channels, val_fraction=config.val_fraction
+        )
+        head = recipe.head
+        if head.text_pool == "eos" and head.eos_token_id != tokenizer.eos_id:
+            raise TrainError(
+                f"the head pools the text at eos_token_id {head.eos_token_id}, but the tokenizer ends a caption with "
+                f"{tokenizer.eos_id}: --set head.eos_token_id={tokenizer.eos_id}"
+            )
+        return Contrastive(images, tokenizer, seq_len)
     if name == "seq2seq":
         if data is None:
             task = D.AlgorithmicTask(config.task, seq_len, D.letter_ids(tokenizer))

@@ -89,12 +89,15 @@ class ContrastiveHead(nn.Module):
     @staticmethod
     def loss(logits: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
         """CLIP's symmetric loss over a batch of pairs, image ``i`` with text ``i``: cross-entropy of each image over
-        the texts and of each text over the images, averaged. ``labels`` is not taken: the pairing is the batch's."""
-        if labels is not None:
-            raise ValueError("the contrastive loss pairs image i with text i: pass return_loss=True, not labels")
+        the texts and of each text over the images, averaged. ``labels`` (N,): the class of each pair, when pairs of
+        one class are alike (captions of a label): every pair of the image's class is then a match, equally."""
         if logits.shape[0] != logits.shape[1]:
             raise ValueError(f"the contrastive loss needs as many texts as images (pairs), got {tuple(logits.shape)}")
-        target = torch.arange(logits.shape[0], device=logits.device)
+        if labels is None:
+            target = torch.arange(logits.shape[0], device=logits.device)
+            return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+        same = (labels[:, None] == labels[None, :]).to(logits.dtype)
+        target = same / same.sum(dim=1, keepdim=True)  # symmetric: the same target both ways
         return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
 
 
