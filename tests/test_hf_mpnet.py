@@ -16,6 +16,7 @@ from test_embed import TEXTS, reference, sentence_transformers_files
 import zoo
 from zoo.errors import HFExportError, HFImportError
 from zoo.hf import family_of, from_hf, hf_recipe
+from zoo.testing import RecipeContract
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -165,3 +166,9 @@ def test_mpnet_tiny_trains_and_exports_as_mpnet(tmp_path):
     result = train("mpnet-tiny", out=tmp_path / "run", **fast)
     assert math.isfinite(result.eval["loss"])
     assert family_of(zoo.load(tmp_path / "run").recipe).name == "mpnet"
+
+
+class TestMpnetTinyLearns(RecipeContract):
+    """Every parameter (the bias table too) gets a finite gradient each step, and the loss comes down."""
+
+    recipes = ("mpnet-tiny",)

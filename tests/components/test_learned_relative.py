@@ -107,3 +107,16 @@ def test_an_attention_that_applies_no_score_bias_is_refused():
     message = "attention 'retention' cannot take positional 'learned_relative', which adds a score bias"
     with pytest.raises(zoo.RecipeError, match=message):
         zoo.load_recipe("mpnet-tiny", attention={"type": "retention", "num_heads": 4})
+
+
+def test_tensor_parallelism_keeps_the_table_whole_and_splits_the_bias_by_heads():
+    from fake_ranks import fake_ranks
+
+    from zoo.train.tensor import parallelize, uncovered
+
+    model = zoo.build("mpnet-tiny", **{"embedding.padding_idx": None})  # a zero row of its own has no plan
+    assert uncovered(model) == []
+    with fake_ranks(2) as mesh:
+        parallelize(model, mesh)
+        assert model.positional.relative.relative_attention_bias.weight.to_local().shape == (32, 2)  # 4 heads / 2
+        assert not hasattr(model.positional.absolute.embedding.weight, "to_local")
