@@ -18,9 +18,11 @@ def pair(module: P.LearnedRelativeEncoding, **learned) -> tuple[P.LearnedEncodin
     absolute = P.LearnedEncoding(table.shape[1], max_len=table.shape[0] - learned.get("offset", 0), **learned)
     relative_table = module.relative.relative_attention_bias.weight
     relative = P.T5RelativeBias(
-        table.shape[1], num_heads=relative_table.shape[1], num_buckets=module.relative.num_buckets,
+        table.shape[1],
+        num_heads=relative_table.shape[1],
+        num_buckets=module.relative.num_buckets,
         max_distance=module.relative.max_distance,
-    )  # fmt: skip
+    )
     with torch.no_grad():
         absolute.embedding.weight.copy_(table)
         relative.relative_attention_bias.weight.copy_(relative_table)

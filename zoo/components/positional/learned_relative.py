@@ -49,9 +49,14 @@ class LearnedRelativeEncoding(PositionalEncoding):
             raise ValueError("relative_to='index' counts a whole sequence's tokens: an encoder's (not causal)")
         factory = dict(device=device, dtype=dtype)
         self.absolute = LearnedEncoding(
-            d_model, max_len=max_len, offset=offset, padding_idx=padding_idx, sinusoidal_init=sinusoidal_init,
-            init_std=init_std, **factory,
-        )  # fmt: skip
+            d_model,
+            max_len=max_len,
+            offset=offset,
+            padding_idx=padding_idx,
+            sinusoidal_init=sinusoidal_init,
+            init_std=init_std,
+            **factory,
+        )
         self.relative = T5RelativeBias(
             d_model, num_heads=num_heads, num_buckets=num_buckets, max_distance=max_distance, causal=causal, **factory
         )
