@@ -86,26 +86,29 @@ BIASED = biases(True)
 LEARNED = Fixed("positional.type", "learned")
 
 
-def past_pad(family: str, **table: int) -> Computed:
+def past_pad(family: str, fixed: int | None = None, **table: int) -> Computed:
     """Positions numbered past the padding, as fairseq numbers them (RoBERTa's, M2M-100's): the k-th token that is
     not ``pad_token_id`` reads row ``pad_token_id + k``, every padding token row ``pad_token_id`` (zoo's ``offset:
-    pad + 1, padding_idx: pad``). ``table``: the config key of a learned table's rows and its default (RoBERTa's
+    pad + 1, padding_idx: pad``). ``fixed``: the pad id the family's code numbers from whatever ``pad_token_id``
+    says (MPNet's 1). ``table``: the config key of a learned table's rows and its default (RoBERTa's
     ``max_position_embeddings=514`` rows hold 512 positions, ``max_len``); without it the positions are computed."""
+    said = "pad_token_id" if fixed is None else f"{family}'s pad id {fixed}"
 
     def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-        pad = config["pad_token_id"]
-        if not isinstance(pad, int) or pad < 0:
+        pad = config["pad_token_id"] if fixed is None else fixed
+        if fixed is None and (not isinstance(pad, int) or pad < 0):
             raise HFImportError(f"pad_token_id={pad!r}: {family} numbers its positions from the pad id; it needs one")
-        if pad >= config["vocab_size"]:
+        if fixed is None and pad >= config["vocab_size"]:
             raise HFImportError(
                 f"pad_token_id={pad} is not supported: it must be below vocab_size ({config['vocab_size']})"
             )
         out = {"positional.offset": pad + 1, "positional.padding_idx": pad}
         for key in table:
             if config[key] <= pad + 1:
+                first = "pad_token_id + 1" if fixed is None else pad + 1
                 raise HFImportError(
-                    f"{key}={config[key]} with pad_token_id={pad}: the table holds no position (positions start "
-                    f"at row pad_token_id + 1)"
+                    f"{key}={config[key]} with {said.replace('pad_token_id', f'pad_token_id={pad}')}: the table "
+                    f"holds no position (positions start at row {first})"
                 )
             out["max_len"] = config[key] - pad - 1
         return out
@@ -114,13 +117,13 @@ def past_pad(family: str, **table: int) -> Computed:
         return {key: recipe.max_len + recipe.positional.offset for key in table}
 
     def check(recipe: Any) -> str | None:
-        pad, positional = recipe.pad_token_id, recipe.positional
+        pad, positional = (recipe.pad_token_id if fixed is None else fixed), recipe.positional
         if pad is None:
             return f"pad_token_id is absent, needs the pad id {family} numbers its positions from"
         if positional.padding_idx != pad or positional.offset != pad + 1:
             return (
                 f"positional.padding_idx is {positional.padding_idx!r} and offset {positional.offset}, needs "
-                f"{pad} and {pad + 1} ({family} numbers positions from pad_token_id)"
+                f"{pad} and {pad + 1} ({family} numbers positions from {said})"
             )
         return None
 
@@ -149,6 +152,15 @@ POST_NORM_ENCODER: tuple[Row, ...] = (
 def pad(default: int | None) -> Computed:
     """``rows.PAD`` (the pad id, and the token table's padding row it names) with the family's default pad id."""
     return replace(PAD, keys={"pad_token_id": default})
+
+
+def fixed_pad(default: int, row: int) -> Computed:
+    """``pad``, but the token table's zero-gradient row is ``row`` whatever the pad id (MPNet's code fixes it at 1)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        return {**PAD.read(config, recipe), "embedding.padding_idx": row}
+
+    return replace(PAD, keys={"pad_token_id": default}, read=read)
 
 
 def named(family: str) -> Computed:

@@ -139,3 +139,24 @@ def renamed_encoder(
         base_class=f"{prefix}Model",
         **changes,
     )
+
+
+def hidden_dropout_heads(row: Computed) -> Computed:
+    """A head row (``encoder_heads``) of a family whose config has no ``classifier_dropout``: its classifiers drop
+    out at ``hidden_dropout_prob`` (MPNet's), which the import gives them and the export requires of them."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any], *checkpoint: Any) -> dict[str, Any]:
+        return row.read({**config, "classifier_dropout": None}, recipe, *checkpoint)
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {k: v for k, v in row.write(recipe, weights).items() if k != "classifier_dropout"}
+
+    def same_dropout(recipe: Any) -> str | None:
+        head = recipe.head
+        if head.type in ("classification", "token_classification") and head.dropout != recipe.dropout:
+            return f"head.dropout is {head.dropout}, needs dropout ({recipe.dropout}): the config has one dropout"
+        return None
+
+    keys = {k: v for k, v in row.keys.items() if k != "classifier_dropout"}
+    requires = {**row.requires, "head.dropout": same_dropout}
+    return replace(row, keys=keys, read=read, write=write, requires=requires, conditional=())

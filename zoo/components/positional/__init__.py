@@ -14,7 +14,8 @@ each the identity (or ``None``) unless a subclass overrides it:
 ``positions`` are absolute LongTensor positions of shape (N, L) or (1, L), cache offset included: decoding
 the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
 
-One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``), ``base``
+One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``, and
+``learned_relative``: learned positions with T5's bias), ``base``
 for what they share and ``rope_scaling`` for RoPE's long-context scalings; this package re-exports them all and
 registers every encoding.
 """
@@ -26,6 +27,7 @@ from zoo.hookspecs import hookimpl
 from .alibi import ALiBi, ALiBiConfig, alibi_slopes
 from .base import PositionalConfig, PositionalEncoding, inverse_frequencies, positions_for, sinusoid_table
 from .learned import LearnedConfig, LearnedEncoding
+from .learned_relative import LearnedRelativeConfig, LearnedRelativeEncoding
 from .none import NoPositionalConfig, NoPositionalEncoding
 from .rope import RopeConfig, RotaryEmbedding, rotary_dims, rotary_problem
 from .rope_scaling import (
@@ -43,6 +45,8 @@ __all__ = [
     "ALiBiConfig",
     "LearnedConfig",
     "LearnedEncoding",
+    "LearnedRelativeConfig",
+    "LearnedRelativeEncoding",
     "NoPositionalConfig",
     "NoPositionalEncoding",
     "PositionalConfig",
@@ -79,3 +83,4 @@ def register_components(register):
     register("positional", "rope", RotaryEmbedding, RopeConfig)
     register("positional", "alibi", ALiBi, ALiBiConfig)
     register("positional", "t5_relative", T5RelativeBias, T5RelativeConfig)
+    register("positional", "learned_relative", LearnedRelativeEncoding, LearnedRelativeConfig)
