@@ -56,10 +56,11 @@ def test_every_named_recipe_draws_its_blocks_as_text(tmp_path, name):
     texts = drawn(tmp_path, name)
     assert texts[-1] == name  # the title, drawn last
     assert any(t.endswith(f"· {recipe.attention.type}") for t in texts), texts  # the attention, by its name
-    stacks = 2 if recipe.architecture == "encoder-decoder" else 1
+    second = recipe.vision.num_layers if recipe.vision else recipe.num_decoder_layers or recipe.num_layers
+    stacks = 2 if recipe.architecture in ("encoder-decoder", "dual-encoder") else 1
     counts = [t for t in texts if t.startswith("× ")]
     if not recipe.layers:  # one kind of block per stack: its repeat is the stack's depth
-        expected = [recipe.num_layers] + ([recipe.num_decoder_layers or recipe.num_layers] if stacks == 2 else [])
+        expected = [recipe.num_layers] + ([second] if stacks == 2 else [])
         assert sorted(counts) == sorted(f"× {n}" for n in expected)
     assert sum(t.startswith("Feed-forward") or t.startswith("Mixture of experts") for t in texts) >= stacks
 
@@ -362,3 +363,23 @@ def test_cli_errors_are_clean(tmp_path):
     assert not out.exists()
     result = cli("draw", "gpt-tiny")
     assert result.exit_code == 2 and "--out" in result.output  # the picture's path is required
+
+
+def test_clip_shows_both_towers_and_the_text_vectors_joining_the_head(tmp_path):
+    texts = drawn(tmp_path, "clip-vit-base-patch32")
+    for fact in (
+        "text blocks",
+        "vision blocks",
+        "Causal self-attention · mha",
+        "Self-attention · mha",
+        "token ids",
+        "image 3 × 224 × 224",
+        "49408 × 512",
+        "49 patches + [CLS]",
+        "LayerNorm (embeddings)",
+        "Contrastive head",
+        "text vectors",
+        "image-text logits",
+    ):
+        assert fact in texts, (fact, texts)
+    assert texts.count("× 12") == 2 and "encoder output" not in texts and "source token ids" not in texts

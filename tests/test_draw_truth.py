@@ -66,7 +66,8 @@ def test_the_description_holds_the_recipes_values(name):
         if not stack.num_layers:
             continue  # an architecture whose blocks zoo does not recognise
         where = stack_name(stack)
-        plan = recipe.layer_plan(where)
+        tower = getattr(recipe, stack.name) if stack.name == "vision" else recipe  # a dual-encoder's image tower
+        plan = tower.layer_plan(where)
         prefix = f"{stack.name}." if stack.name else ""
         for kind in stack.kinds:
             unit = next(u for u in kind.units if not u.cross and u.sublayer.kind == "attention")
@@ -76,7 +77,7 @@ def test_the_description_holds_the_recipes_values(name):
                 attention = plan[i]["attention"][0]
                 layer = f"{name} {where} layer {i}"
                 # the mixer's own label, from this layer's config: its kind of mixer, never a guess
-                ctx = recipe.context(layer_idx=i, causal=stack.causal, stack=where, attention=attention)
+                ctx = tower.context(layer_idx=i, causal=stack.causal, stack=where, attention=attention)
                 module = model.get_submodule(f"{prefix}blocks.{i}.attention")
                 own = attention.label("attention", ctx, module)
                 assert label.title == own.title, layer
@@ -84,7 +85,7 @@ def test_the_description_holds_the_recipes_values(name):
                 if "num_heads" not in type(attention).model_fields:
                     assert "attention" not in label.title.lower(), (layer, label.title)
                 # the rotary base this layer applies, and no other
-                theta = expected_theta(recipe, attention)
+                theta = expected_theta(tower, attention)
                 drawn = [float(t) for t in THETA.findall(text)]
                 assert drawn == ([] if theta is None else [pytest.approx(theta)]), (layer, label.lines)
                 # a score soft-cap exactly where set
@@ -93,7 +94,7 @@ def test_the_description_holds_the_recipes_values(name):
                 assert capped == ([] if softcap is None else [f"scores soft-capped at ±{number(softcap)}"]), layer
                 # head widths as the recipe gives them
                 first = label.lines[0] if label.lines else ""
-                assert first.startswith(", ".join(head_widths(recipe, attention))), (layer, first)
+                assert first.startswith(", ".join(head_widths(tower, attention))), (layer, first)
         if stack.head is not None:
             softcap = getattr(recipe.head, "softcap", None)
             capped = [line for line in stack.head.lines if "soft-capped" in line]

@@ -144,7 +144,7 @@ def describe(model: Any) -> tuple[list[Stack], list[str]]:
         stack = Stack(
             name=names[n],
             num_layers=len(by_index),
-            input=_input_text(entry[1] if entry else None, len(blocks) > 1, has_cross),
+            input=_input_text(entry[1] if entry else None, len(blocks) > 1 and own_embedding is None, has_cross),
             embedding=_embedding_label(entry, model, sharers) if entry else None,
             positional=placed if embeds else None,
             embed_norm=_norm_label(*embed_norm, model, "embeddings") if embed_norm else None,

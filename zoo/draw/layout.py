@@ -35,6 +35,8 @@ class _Column:
     top: tuple[float, float]
     cross: list[tuple[float, float]] = field(default_factory=list)
     """(edge x, centre y) of each cross-attention box, on the side the encoder output comes from."""
+    head: tuple[float, float] | None = None
+    """(left edge x, centre y) of the head box: where another tower's output joins it (a dual-encoder)."""
 
 
 def _stack_width(canvas: Canvas, stack: Stack) -> float:
@@ -155,7 +157,9 @@ def _draw_stack(canvas: Canvas, stack: Stack, width: float, *, skip_side: int, l
     for label in (stack.final_norm, stack.head):
         if label is not None:
             arrow_to(y, y + GAP)
-            y = canvas.box(label, x, y + GAP, w)
+            bottom, y = y + GAP, canvas.box(label, x, y + GAP, w)
+            if label is stack.head:
+                column.head = (x - w / 2, (bottom + y) / 2)
     if stack.output is not None:
         arrow_to(y, y + GAP)
         canvas.text(x, y + GAP + _line_height(SIDE_PT) / 2, stack.output, SIDE_PT, bold=True)
@@ -325,6 +329,12 @@ def _compose(canvas: Canvas, stacks: list[Stack], notes: list[str], title: str, 
         canvas.text((sx + gap_x) / 2, route + _line_height(BOX_PT) * 0.7, "encoder output", BOX_PT)
         for ex, ey in column.cross:
             canvas.line([(gap_x, route), (gap_x, ey), (ex + dx, ey)])
+    towers = len(columns) > 1 and not any(c.cross for c, _ in columns) and columns[-1][0].head is not None
+    if towers:  # a dual-encoder: the first tower's output joins the last one's head
+        (sx, sy), (hx, hy) = source.top, columns[-1][0].head
+        dx = columns[-1][1]
+        canvas.line([(sx + sdx, sy), (sx + sdx, hy), (hx + dx, hy)])
+        canvas.text((sx + sdx + hx + dx) / 2, hy + _line_height(BOX_PT) * 0.7, "text vectors", BOX_PT)
     x0, _, x1, y1 = canvas.bounds()
     mid, width = (x0 + x1) / 2, max(x1 - x0, 7.0)
     header = [(line, SUBTITLE_PT) for s in subtitle for line in _fit(canvas, s, width, SUBTITLE_PT)]
