@@ -146,3 +146,136 @@ def test_the_eos_token_the_head_pools_must_be_the_tokenizers():
     model = zoo.build("clip-tiny", **{"head.eos_token_id": 3}, device="meta")
     with pytest.raises(TrainError, match="ends a caption with 255: --set head.eos_token_id=255"):
         make_objective(model.recipe, model, ByteTokenizer(), None, 64)
+
+
+def _images(folder, n: int, size: int, mode: str) -> None:
+    from PIL import Image
+
+    g = torch.Generator().manual_seed(2)
+    channels = 1 if mode == "L" else 3
+    folder.mkdir()
+    for i in range(n):
+        pixels = torch.randint(0, 256, (size, size, channels), generator=g, dtype=torch.uint8).squeeze(-1).numpy()
+        Image.fromarray(pixels, mode=mode).save(folder / f"image-{i}.png")
+
+
+def test_zero_shot_labels_a_folder_of_images_with_the_softmax_over_their_captions(tmp_path):
+    pytest.importorskip("PIL")
+    from zoo.predict import predict
+    from zoo.train.objectives import CAPTION
+
+    torch.manual_seed(0)
+    model = zoo.build("clip-tiny")
+    zoo.save(model, tmp_path / "model")
+    _images(tmp_path / "images", 3, 8, "L")
+    result = predict(tmp_path / "model", [tmp_path / "images"], labels=["cat", "dog", "cow"])
+    assert result.task == "zero-shot-image-classification"
+    assert [p.input for p in result.predictions] == [str(tmp_path / "images" / f"image-{i}.png") for i in range(3)]
+    from PIL import Image
+
+    pixels = torch.stack(
+        [
+            torch.tensor(list(Image.open(tmp_path / "images" / f"image-{i}.png").getdata())).view(1, 8, 8)
+            for i in range(3)
+        ]
+    )
+    captions = [[0xFE, *CAPTION.format(label).encode(), 0xFF] for label in ("cat", "dog", "cow")]
+    with torch.no_grad():
+        probs = model(torch.tensor(captions), pixels / 255.0).logits.softmax(-1)  # no statistics recorded: [0, 1]
+    for row, prediction in zip(probs, result.predictions, strict=True):
+        got = {c.label: c.probability for c in prediction.candidates}
+        assert got == pytest.approx(dict(zip(("cat", "dog", "cow"), row.tolist(), strict=True)), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("labels", "template", "message"),
+    [
+        (None, None, "give the candidate labels, --labels cat,dog"),
+        (["cat", "cat"], None, "--labels names a label twice: cat, cat"),
+        (["cat"], "a {} and a {}", "must hold one {} where the label goes"),
+    ],
+)
+def test_zero_shot_refuses_missing_labels_and_bad_templates(tmp_path, labels, template, message):
+    pytest.importorskip("PIL")
+    from zoo.errors import PredictError
+    from zoo.predict import predict
+
+    zoo.save(zoo.build("clip-tiny"), tmp_path / "model")
+    _images(tmp_path / "images", 1, 8, "L")
+    with pytest.raises(PredictError, match=message.replace("{", "\\{").replace("}", "\\}")):
+        predict(tmp_path / "model", [tmp_path / "images"], labels=labels, template=template)
+
+
+def test_labels_are_refused_for_a_model_that_has_its_own(tmp_path):
+    from zoo.errors import PredictError
+    from zoo.predict import predict
+
+    zoo.save(zoo.build("bert-tiny"), tmp_path / "model")
+    with pytest.raises(PredictError, match="--labels are for a dual-encoder"):
+        predict(tmp_path / "model", ["a [MASK] day"], labels=["x"])
+
+
+def test_zero_shot_on_an_imported_clip_equals_transformers(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    pytest.importorskip("PIL")
+    import json
+
+    from zoo.predict import predict
+
+    words = ["<pad>", "<|startoftext|>", "<|endoftext|>", "a", "photo", "of", "cat", "dog", "bird"]
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.post_processor = tokenizers.processors.TemplateProcessing(
+        single="<|startoftext|> $A <|endoftext|>", special_tokens=[("<|startoftext|>", 1), ("<|endoftext|>", 2)]
+    )
+    config = transformers.CLIPConfig(
+        text_config=dict(
+            vocab_size=9,
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=16,
+            eos_token_id=2,
+            bos_token_id=1,
+            pad_token_id=0,
+        ),
+        vision_config=dict(
+            hidden_size=24,
+            intermediate_size=30,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            image_size=16,
+            patch_size=4,
+        ),
+        projection_dim=12,
+    )
+    torch.manual_seed(0)
+    hf = transformers.CLIPModel(config).eval()
+    folder = tmp_path / "clip"
+    hf.save_pretrained(folder)
+    tok.save(str(folder / "tokenizer.json"))
+    mean, std = [0.48, 0.46, 0.41], [0.27, 0.26, 0.28]
+    (folder / "preprocessor_config.json").write_text(json.dumps({"image_mean": mean, "image_std": std}))
+    _images(tmp_path / "images", 2, 16, "RGB")
+    labels = ["cat", "dog", "bird"]
+    result = predict(folder, [tmp_path / "images"], labels=labels)
+    from PIL import Image
+
+    pixels = (
+        torch.stack(
+            [
+                torch.tensor(list(Image.open(tmp_path / "images" / f"image-{i}.png").getdata())).T.reshape(3, 16, 16)
+                for i in range(2)
+            ]
+        )
+        / 255.0
+    )
+    pixels = (pixels - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+    ids = torch.tensor([tok.encode(f"a photo of a {label}").ids for label in labels])
+    with torch.no_grad():
+        expected = hf(input_ids=ids, pixel_values=pixels).logits_per_image.softmax(-1)
+    for row, prediction in zip(expected, result.predictions, strict=True):
+        got = {c.label: c.probability for c in prediction.candidates}
+        assert got == pytest.approx(dict(zip(labels, row.tolist(), strict=True)), abs=1e-5)

@@ -1,4 +1,4 @@
-"""Labels with probabilities from a model: text classifiers, masked LMs and ViT image classifiers.
+"""Labels with probabilities from a model: text classifiers, masked LMs, ViT image classifiers and dual-encoders.
 
     from zoo.predict import predict
     result = predict("runs/topics", ["The orchestra tuned up before the concert."], top_k=3)
@@ -13,7 +13,12 @@ What the model does follows from its recipe:
 - an encoder with an mlm head fills each ``[MASK]`` of a text (``fill-mask``; ``MASK_MARKER``) with its
   likeliest tokens, one prediction per mask;
 - a ViT labels each image file (``image-classification``): read with Pillow as the training read its
-  images (converted to grayscale or RGB, resized, scaled to [0, 1], normalised with the run's statistics).
+  images (converted to grayscale or RGB, resized, scaled to [0, 1], normalised with the run's statistics);
+- a dual-encoder (CLIP) labels each image with one of the ``labels`` it is given (``zero-shot-image-classification``):
+  each label becomes a caption (``template``, "a photo of a {}" as zoo's contrastive training writes them), and the
+  probabilities are the softmax of the image's similarity with every caption.
+
+A folder among the image inputs stands for its image files, in name order.
 
 Decoders and encoder-decoders generate rather than label: they are refused, pointing to ``zoo generate``.
 The model may be in any folder ``zoo.locate`` knows (model, training checkpoint, run, Hugging Face), read
@@ -44,7 +49,7 @@ __all__ = ["MASK_MARKER", "POOLINGS", "Candidate", "Embeddings", "Prediction", "
 MASK_MARKER = "[MASK]"
 """Where a masked LM is to fill in a token: each occurrence in an input text is one masked token."""
 DEFAULT_TOP_K = 5
-TASKS = ("text-classification", "fill-mask", "image-classification")
+TASKS = ("text-classification", "fill-mask", "image-classification", "zero-shot-image-classification")
 POOLINGS = get_args(Pooling)
 """How ``embed`` makes one vector of a text's hidden states: their mean, the first ([CLS]) one, or the last one."""
 """What ``predict`` does, named as Hugging Face's pipelines name it."""
@@ -107,11 +112,14 @@ def predict(
     inputs: Sequence[str | Path],
     *,
     top_k: int | None = None,
+    labels: Sequence[str] | None = None,
+    template: str | None = None,
     device: str | torch.device | None = None,
 ) -> Predictions:
     """The ``top_k`` likeliest labels of each input (default 5, at most the number of labels).
 
-    ``inputs`` are texts for a text classifier, texts with ``[MASK]`` for a masked LM, image files for a ViT.
+    ``inputs`` are texts for a text classifier, texts with ``[MASK]`` for a masked LM, image files (or folders of
+    them) for a ViT or a dual-encoder; a dual-encoder chooses among ``labels``, each written into ``template``.
 
     Raises:
         ArgumentError: ``top_k`` below 1. NotAModelFolder: ``path`` holds no model.
@@ -129,8 +137,13 @@ def predict(
     model = load(path, device=device).eval()
     task = _task(model.recipe, folder.given)
     notes = [folder.note] if folder.note else []
+    if labels is not None and task != "zero-shot-image-classification":
+        raise PredictError(f"--labels are for a dual-encoder (CLIP), which labels images zero-shot; {task} has its own")
     if task == "image-classification":
-        found = _classify_images(model, folder, [Path(i) for i in inputs], notes)
+        found = _classify_images(model, folder, _image_files(inputs), notes)
+    elif task == "zero-shot-image-classification":
+        text = _text_tokenizer(folder, model.recipe, notes)
+        found = _zero_shot(model, folder, text, _image_files(inputs), _captions(labels, template), notes)
     else:
         text = _text_tokenizer(folder, model.recipe, notes)
         texts = [str(i) for i in inputs]
@@ -242,6 +255,8 @@ def _task(recipe: Any, given: Path) -> str:
     arch, head = recipe.architecture, recipe.head.type
     if arch == "vit":
         return "image-classification"
+    if arch == "dual-encoder":
+        return "zero-shot-image-classification"
     if arch == "encoder" and head == "classification":
         return "text-classification"
     if arch == "encoder" and head == "mlm":
@@ -274,6 +289,11 @@ class _ZooText:
         self.tok = tokenizer
         self.mask_id = tokenizer.mask_id
         self.names = {getattr(tokenizer, f"{name}_id"): f"<{name}>" for name in SPECIALS}
+
+    def caption_ids(self, text: str) -> list[int]:
+        """A caption as the contrastive objective writes it: [bos] text [eos]."""
+        start = [] if self.tok.bos_id is None else [self.tok.bos_id]
+        return [*start, *self.tok.encode(text), self.tok.eos_id]
 
     def classify_ids(self, text: str, limit: int | None) -> tuple[list[int], bool]:
         ids = [self.tok.cls_id, *self.tok.encode(text)]
@@ -313,6 +333,11 @@ class _HFText:
             (t for t in ("[MASK]", "<mask>") if self.tok.token_to_id(t) is not None), None
         )
         self.mask_id = None if self.mask_token is None else self.tok.token_to_id(self.mask_token)
+
+    def caption_ids(self, text: str) -> list[int]:
+        """A caption with the tokenizer's own specials (CLIP's: start and end of text)."""
+        self.tok.no_truncation()
+        return self.tok.encode(text).ids
 
     def classify_ids(self, text: str, limit: int | None) -> tuple[list[int], bool]:
         if limit is None:
@@ -498,3 +523,61 @@ def _classify_images(model: nn.Module, folder: ModelFolder, paths: list[Path], n
     probs = model(images.to(_device(model), dtype)).logits.float().softmax(-1).cpu()
     labels = _labels(folder, recipe.num_classes)
     return [(str(p), row, labels.__getitem__, None, False) for p, row in zip(paths, probs, strict=True)]
+
+
+def _image_files(inputs: Sequence[str | Path]) -> list[Path]:
+    """The image inputs, a folder standing for its image files in name order."""
+    from zoo.train.data import IMAGE_SUFFIXES
+
+    files: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found = sorted(f for f in item.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
+            if not found:
+                raise PredictError(f"{item} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
+            files += found
+        else:
+            files.append(item)
+    return files
+
+
+def _captions(labels: Sequence[str] | None, template: str | None) -> list[tuple[str, str]]:
+    """(label, caption) for each candidate label of a zero-shot classification."""
+    from zoo.train.objectives import CAPTION
+
+    labels = [label.strip() for label in labels or [] if label.strip()]
+    if not labels:
+        raise PredictError("a dual-encoder labels images zero-shot: give the candidate labels, --labels cat,dog")
+    if len(set(labels)) != len(labels):
+        raise PredictError(f"--labels names a label twice: {', '.join(labels)}")
+    template = CAPTION if template is None else template
+    if template.count("{}") != 1 or "{" in template.replace("{}", ""):
+        raise PredictError(f"--template {template!r} must hold one {{}} where the label goes, and no other braces")
+    return [(label, template.format(label)) for label in labels]
+
+
+def _zero_shot(
+    model: nn.Module,
+    folder: ModelFolder,
+    text: _ZooText | _HFText,
+    paths: list[Path],
+    captions: list[tuple[str, str]],
+    notes: list[str],
+) -> Found:
+    recipe, vision = model.recipe, model.recipe.vision
+    mean, std, resample = _image_statistics(folder, vision.num_channels, notes)
+    images = torch.stack([_read_image(p, vision.image_size, vision.num_channels, resample) for p in paths])
+    images = (images - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+    ids = [text.caption_ids(caption) for _, caption in captions]
+    longest = max(len(i) for i in ids)
+    if recipe.max_len is not None and longest > recipe.max_len:
+        raise PredictError(f"a caption of {longest} tokens does not fit the text tower's {recipe.max_len} positions")
+    from zoo.train.data import pad_to
+
+    device, dtype = _device(model), next(model.parameters()).dtype
+    input_ids = pad_to(ids, recipe.pad_token_id or 0).to(device)
+    mask = (torch.arange(longest)[None] < torch.tensor([len(i) for i in ids])[:, None]).to(device)
+    logits = model(input_ids, images.to(device, dtype), attention_mask=mask).logits  # (images, captions)
+    probs = logits.float().softmax(-1).cpu()
+    names = [label for label, _ in captions]
+    return [(str(p), row, names.__getitem__, None, False) for p, row in zip(paths, probs, strict=True)]

@@ -22,11 +22,19 @@ def predict(
         typer.Argument(
             metavar="INPUT",
             help="Texts for a text classifier; texts with [MASK] where a masked LM is to fill in a token; image "
-            "files for a ViT.",
+            "files or folders for a ViT or, with --labels, a dual-encoder.",
         ),
     ],
     top_k: Annotated[
         int | None, typer.Option("--top-k", help="Labels per input (default 5, at most the number of labels).")
+    ] = None,
+    labels: Annotated[
+        str | None,
+        typer.Option("--labels", help="A dual-encoder (CLIP): the candidate labels of the images, comma-separated."),
+    ] = None,
+    template: Annotated[
+        str | None,
+        typer.Option("--template", help="--labels: the caption of a label, {} where it goes (a photo of a {})."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON.")] = False,
     embed: Annotated[
@@ -44,8 +52,8 @@ def predict(
         typer.Option("--normalize/--no-normalize", help="--embed: unit length (default: as the folder says)."),
     ] = None,
 ) -> None:
-    """Label texts or images with a trained classifier, masked LM or ViT: top-k labels with probabilities; or, with
-    --embed, a sentence encoder's vector of each text."""
+    """Label texts or images with a trained classifier, masked LM, ViT or (zero-shot, --labels) dual-encoder: top-k
+    labels with probabilities; or, with --embed, a sentence encoder's vector of each text."""
     from rich.markup import escape
 
     from zoo.predict import predict as run_predict
@@ -55,7 +63,8 @@ def predict(
     if embed:
         _embed(model, inputs, pooling, normalize, as_json)
         return
-    result = run_predict(model, inputs, top_k=top_k)
+    names = None if labels is None else labels.split(",")
+    result = run_predict(model, inputs, top_k=top_k, labels=names, template=template)
     show = _json_or_notes(result, as_json)
     if show is None:
         return
