@@ -503,7 +503,7 @@ def _read_image(path: Path, size: int, channels: int, resample: Any) -> torch.Te
     if mode is None:
         raise PredictError(f"images give 1 or 3 channels; the model has num_channels {channels}")
     if not path.is_file():
-        raise PredictError(f"{path}: no such image file (a vit labels image files)")
+        raise PredictError(f"{path}: no such image file or folder (a vit or a dual-encoder labels images)")
     try:
         with Image.open(path) as im:
             im = im.convert(mode)
