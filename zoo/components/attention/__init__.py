@@ -37,6 +37,7 @@ from __future__ import annotations
 from zoo.hookspecs import hookimpl
 
 from .base import QueryTemperature, _Attention
+from .disentangled import DisentangledAttention, DisentangledConfig
 from .gqa import (
     AttentionConfig,
     GQAConfig,
@@ -80,6 +81,8 @@ __all__ = [
     "GroupedQueryAttention",
     "MultiQueryAttention",
     "MixtureOfAttentionHeads",
+    "DisentangledAttention",
+    "DisentangledConfig",
     "AttentionConfig",
     "MHAConfig",
     "GQAConfig",
@@ -96,3 +99,4 @@ def register_components(register):
     register("attention", "gqa", GroupedQueryAttention.from_options, GQAConfig, description=gqa)
     register("attention", "mqa", MultiQueryAttention, MQAConfig)
     register("attention", "moa", MixtureOfAttentionHeads, MoAConfig)
+    register("attention", "disentangled", DisentangledAttention, DisentangledConfig)

@@ -25,6 +25,7 @@ from zoo.hookspecs import hookimpl
 
 from .alibi import ALiBi, ALiBiConfig, alibi_slopes
 from .base import PositionalConfig, PositionalEncoding, inverse_frequencies, positions_for, sinusoid_table
+from .deberta_relative import DebertaRelativeConfig, DebertaRelativeEmbedding, deberta_bucket
 from .learned import LearnedConfig, LearnedEncoding
 from .none import NoPositionalConfig, NoPositionalEncoding
 from .rope import RopeConfig, RotaryEmbedding, rotary_dims, rotary_problem
@@ -41,6 +42,8 @@ from .t5_relative import T5RelativeBias, T5RelativeConfig, relative_position_buc
 __all__ = [
     "ALiBi",
     "ALiBiConfig",
+    "DebertaRelativeConfig",
+    "DebertaRelativeEmbedding",
     "LearnedConfig",
     "LearnedEncoding",
     "NoPositionalConfig",
@@ -55,6 +58,7 @@ __all__ = [
     "T5RelativeBias",
     "T5RelativeConfig",
     "alibi_slopes",
+    "deberta_bucket",
     "fairseq_sinusoid_table",
     "inverse_frequencies",
     "longrope_attention_factor",
@@ -79,3 +83,4 @@ def register_components(register):
     register("positional", "rope", RotaryEmbedding, RopeConfig)
     register("positional", "alibi", ALiBi, ALiBiConfig)
     register("positional", "t5_relative", T5RelativeBias, T5RelativeConfig)
+    register("positional", "deberta_relative", DebertaRelativeEmbedding, DebertaRelativeConfig)
