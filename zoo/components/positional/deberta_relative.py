@@ -57,7 +57,7 @@ class DebertaRelativeEmbedding(PositionalEncoding):
         d_model: int,
         *,
         max_len: int,
-        position_buckets: int = 256,
+        position_buckets: int = 0,
         max_relative_positions: int | None = None,
         norm: bool = True,
         eps: float = 1e-7,
@@ -113,11 +113,11 @@ class DebertaRelativeConfig(PositionalConfig):
     style: ClassVar[str] = "embed"  # to other attentions: the absolute positions, if any (the table is unread)
 
     position_buckets: int = Field(
-        256,
+        0,
         ge=0,
         le=MAX_POSITIONS,
         description="Buckets of relative distance on each side (DeBERTa-v3: 256), log-spaced past half of them; "
-        "0: no buckets, one row per distance up to max_relative_positions.",
+        "default 0: no buckets, one row per distance up to max_relative_positions (HF's -1).",
     )
     max_relative_positions: int | None = Field(
         None,
@@ -152,10 +152,10 @@ class DebertaRelativeConfig(PositionalConfig):
         problems = []
         if self.max_relative_positions is None and ctx.max_len < 2:
             problems.append(f"deberta_relative needs max_len >= 2 or max_relative_positions, got max_len {ctx.max_len}")
-        if self.position_buckets == 1 or (0 < self.position_buckets and self.position_buckets // 2 < 1):
-            problems.append(f"position_buckets must be 0 (none) or >= 2, got {self.position_buckets}")
+        if self.position_buckets == 1:
+            problems.append("position_buckets must be 0 (none) or >= 2, got 1")
         reach = self.max_relative_positions or ctx.max_len
-        if self.position_buckets > 0 and reach - 1 <= self.position_buckets // 2 and reach >= 2:
+        if self.position_buckets > 1 and reach - 1 <= self.position_buckets // 2:
             problems.append(
                 f"max_relative_positions ({reach}) must exceed position_buckets // 2 + 1 "
                 f"({self.position_buckets // 2 + 1}): the log-spaced buckets reach from there to it"
