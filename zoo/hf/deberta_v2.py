@@ -14,6 +14,8 @@ from .rows_neox import linear_rules
 from .table import Fixed, Key, Refused, Require, Unread, family
 
 HEADS = bert_classes("DebertaV2", bare=False)
+RELATIVE_ONLY = "zoo imports DeBERTa with its relative (disentangled) attention only"
+NO_CONV = "zoo builds no convolution beside the first layer (deberta-v2-xlarge's)"
 LAYER = ("query_proj q_proj", "key_proj k_proj", "value_proj v_proj", "pos_key_proj pos_key_proj")
 LAYER += ("pos_query_proj pos_query_proj",)
 E = "deberta.embeddings."
@@ -65,9 +67,17 @@ DEBERTA_V2 = family(
         width("intermediate_size", 6144),
         Key("hidden_dropout_prob", "dropout", 0.1),
         deberta_heads(HEADS),
-        Refused("relative_attention", lambda v: v is True, "zoo imports DeBERTa's disentangled attention only"),
+        Refused(
+            "relative_attention",
+            lambda v: v is True,
+            "zoo imports DeBERTa with its relative (disentangled) attention only",
+        ),
         Refused("pos_att_type", lambda v: set(position_terms(v)) <= {"c2p", "p2c"}, "the terms are c2p and p2c"),
-        Refused("conv_kernel_size", lambda v: not v, "the convolution beside the first layer is not built"),
+        Refused(
+            "conv_kernel_size",
+            lambda v: not v,
+            "zoo builds no convolution beside the first layer (deberta-v2-xlarge's)",
+        ),
         Refused("attention_head_size", lambda v: v is None, "heads are hidden_size / num_attention_heads wide"),
         Refused("tie_word_embeddings", lambda v: v is not False, "the masked LM reads the word embeddings"),
         POOLER_ACTIVATION,
