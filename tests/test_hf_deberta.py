@@ -45,8 +45,14 @@ def test_the_newer_masked_lm_layout_imports_and_exports_as_the_legacy_one(tmp_pa
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"conv_kernel_size": 3}, "conv_kernel_size=3 is not supported: zoo builds no convolution beside the first"),
-        ({"relative_attention": False}, "relative_attention=False is not supported: zoo imports DeBERTa with its"),
+        (
+            {"conv_kernel_size": 3},
+            "conv_kernel_size=3 is not supported: zoo builds no convolution layer",
+        ),
+        (
+            {"relative_attention": False},
+            "relative_attention=False is not supported: zoo imports DeBERTa's relative",
+        ),
         ({"pos_att_type": "c2p|p2p"}, "pos_att_type='c2p|p2p' is not supported: the terms are c2p and p2c"),
         ({"attention_head_size": 16}, "attention_head_size=16 is not supported: heads are hidden_size / num_attent"),
         ({"tie_word_embeddings": False}, "tie_word_embeddings=False is not supported: the masked LM reads the word"),

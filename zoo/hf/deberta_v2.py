@@ -14,12 +14,9 @@ from .rows_neox import linear_rules
 from .table import Fixed, Key, Refused, Require, Unread, family
 
 HEADS = bert_classes("DebertaV2", bare=False)
-RELATIVE_ONLY = "zoo imports DeBERTa with its relative (disentangled) attention only"
-NO_CONV = "zoo builds no convolution beside the first layer (deberta-v2-xlarge's)"
-LAYER = ("query_proj q_proj", "key_proj k_proj", "value_proj v_proj", "pos_key_proj pos_key_proj")
-LAYER += ("pos_query_proj pos_query_proj",)
-E = "deberta.embeddings."
-CLASSIFIER = is_head("classification", "token_classification")
+LAYER = ("query_proj q_proj", "key_proj k_proj", "value_proj v_proj")
+LAYER += tuple(f"{p} {p}" for p in ("pos_key_proj", "pos_query_proj"))  # without share_att_key
+E, CLASSIFIER = "deberta.embeddings.", is_head("classification", "token_classification")
 RULES = (
     *linear_rules(E, "", "word_embeddings embedding.token", "token_type_embeddings embedding.token_type"),
     *linear_rules(E, "", "position_embeddings positional.embedding", "embed_proj embedding.project_in"),
@@ -28,10 +25,7 @@ RULES = (
     *linear_rules("deberta.encoder.layer.{i}.attention.self.", "blocks.{i}.attention.", *LAYER),
     *linear_rules("deberta.encoder.layer.{i}.", "blocks.{i}.", *(" ".join(pair) for pair in BERT_LAYER[3:])),
     *linear_rules("", "head.", "pooler.dense pooler.dense"),
-    *(
-        Rule(f"classifier.{k}", f"head.proj.{k}", when=is_head("classification", "token_classification"))
-        for k in ("weight", "bias")
-    ),
+    *(Rule(f"classifier.{k}", f"head.proj.{k}", when=CLASSIFIER) for k in ("weight", "bias")),
     *mlm_rules(*(f"cls.predictions.{m}" for m in ("transform.dense", "transform.LayerNorm", "decoder", "bias"))),
 )
 
@@ -67,17 +61,9 @@ DEBERTA_V2 = family(
         width("intermediate_size", 6144),
         Key("hidden_dropout_prob", "dropout", 0.1),
         deberta_heads(HEADS),
-        Refused(
-            "relative_attention",
-            lambda v: v is True,
-            "zoo imports DeBERTa with its relative (disentangled) attention only",
-        ),
+        Refused("relative_attention", lambda v: v is True, "zoo imports DeBERTa's relative attention only"),
         Refused("pos_att_type", lambda v: set(position_terms(v)) <= {"c2p", "p2c"}, "the terms are c2p and p2c"),
-        Refused(
-            "conv_kernel_size",
-            lambda v: not v,
-            "zoo builds no convolution beside the first layer (deberta-v2-xlarge's)",
-        ),
+        Refused("conv_kernel_size", lambda v: not v, "zoo builds no convolution layer (deberta-v2-xlarge's)"),
         Refused("attention_head_size", lambda v: v is None, "heads are hidden_size / num_attention_heads wide"),
         Refused("tie_word_embeddings", lambda v: v is not False, "the masked LM reads the word embeddings"),
         POOLER_ACTIVATION,
