@@ -305,6 +305,7 @@ CONFIGS = {
     "rope": P.RopeConfig,
     "alibi": P.ALiBiConfig,
     "t5_relative": P.T5RelativeConfig,
+    "deberta_relative": P.DebertaRelativeConfig,
 }
 
 
