@@ -121,7 +121,7 @@ class DebertaRelativeConfig(PositionalConfig):
     )
     max_relative_positions: int | None = Field(
         None,
-        ge=2,
+        ge=1,
         le=MAX_POSITIONS,
         description="The largest distance the buckets reach (or, without buckets, the rows on each side); default "
         "max_len (HF's -1).",
