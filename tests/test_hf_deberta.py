@@ -1,6 +1,7 @@
-"""DeBERTa-v2/v3 beyond the parity cases (tests/hf_cases/deberta_v2.py): the masked LM's newer head layout imports and
-exports as the legacy one with the same outputs, what zoo cannot build is refused by name, a recipe of disentangled
-attention exports as deberta-v2 only, and deberta-v3-tiny trains."""
+"""DeBERTa-v2/v3 beyond the parity cases (tests/hf_cases/deberta_v2.py): the masked LM's newer head layout (the
+published v3 checkpoints', with their unread tensors) imports and exports as the legacy one with the same outputs,
+what zoo cannot build is refused by name, a recipe of disentangled attention exports as deberta-v2 only, and
+deberta-v3-tiny trains."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import zoo
 from zoo.errors import HFExportError, HFImportError
@@ -30,7 +31,12 @@ def test_the_newer_masked_lm_layout_imports_and_exports_as_the_legacy_one(tmp_pa
     for p in hf.parameters():
         p.add_(0.02 * torch.randn_like(p))
     hf.save_pretrained(tmp_path / "new")
-    assert "lm_predictions.lm_head.dense.weight" in load_file(tmp_path / "new" / "model.safetensors")
+    saved = load_file(tmp_path / "new" / "model.safetensors")
+    assert "lm_predictions.lm_head.dense.weight" in saved
+    # As the published v3 checkpoints: an unread absolute table and the replaced-token detector, which HF drops.
+    extra = {"deberta.embeddings.position_embeddings.weight": torch.randn(32, 32)}
+    extra |= {f"mask_predictions.{m}.weight": torch.randn(n, 32) for m, n in (("dense", 32), ("classifier", 1))}
+    save_file({**saved, **extra}, tmp_path / "new" / "model.safetensors", metadata={"format": "pt"})
     model = from_hf(tmp_path / "new").eval()
     ids = torch.randint(1, 64, (2, 13))
     assert (hf(input_ids=ids).logits - model(ids).logits).abs().max() < 1e-4

@@ -29,13 +29,18 @@ RULES = (
     *mlm_rules(*(f"cls.predictions.{m}" for m in ("transform.dense", "transform.LayerNorm", "decoder", "bias"))),
 )
 
+IGNORED = ("deberta.embeddings.position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+IGNORED += ("deberta.embeddings.position_embeddings.weight",)  # kept by v3's checkpoints, unread without absolute ones
+DETECTOR = ("dense", "LayerNorm", "classifier")  # v3's replaced-token detector of pre-training: transformers drops it
+IGNORED += tuple(f"mask_predictions.{m}.{k}" for m in DETECTOR for k in ("weight", "bias"))
+
 DEBERTA_V2 = family(
     "deberta-v2",
     classes=tuple(HEADS),
     rules=RULES,
-    ignored=("deberta.embeddings.position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias"),
+    ignored=IGNORED,
     base_prefix="deberta.",
-    head_prefixes=("cls.", "lm_predictions.", "pooler.", "classifier."),
+    head_prefixes=("cls.", "lm_predictions.", "mask_predictions.", "pooler.", "classifier."),
     recipes=("deberta-v3-base",),
     hf_class=head_class(HEADS),
     base_class=None,
