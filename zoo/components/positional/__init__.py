@@ -14,7 +14,8 @@ each the identity (or ``None``) unless a subclass overrides it:
 ``positions`` are absolute LongTensor positions of shape (N, L) or (1, L), cache offset included: decoding
 the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
 
-One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``), ``base``
+One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``, and
+``deberta_relative``: DeBERTa's relative table, which its disentangled attention reads), ``base``
 for what they share and ``rope_scaling`` for RoPE's long-context scalings; this package re-exports them all and
 registers every encoding.
 """
