@@ -20,7 +20,7 @@ BAD = [
     (
         {"attention": {"type": "mah"}},
         r"^attention\.type: unknown attention type 'mah' \(did you mean '(mha|mqa)'\?\); "
-        r"registered: gqa, (\w+, )*mha, (\w+, )*mqa",
+        r"registered: (\w+, )*gqa, (\w+, )*mha, (\w+, )*mqa",
     ),
     (
         {"attention": {"type": "gqa", "num_heads": 4, "num_kv_heads": 3}},

@@ -306,6 +306,7 @@ CONFIGS = {
     "alibi": P.ALiBiConfig,
     "t5_relative": P.T5RelativeConfig,
     "learned_relative": P.LearnedRelativeConfig,
+    "deberta_relative": P.DebertaRelativeConfig,
 }
 
 
@@ -324,7 +325,7 @@ def _build(factory, config, ctx: BuildContext):
 
 
 class TestRegistration:
-    def test_registers_the_seven_encodings_with_their_configs(self):
+    def test_registers_the_eight_encodings_with_their_configs(self):
         registered = _registered()
         assert {name: config for kind, name, _, config in registered} == CONFIGS
         assert {kind for kind, *_ in registered} == {"positional"}

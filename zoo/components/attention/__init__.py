@@ -29,7 +29,8 @@ Shapes: N batch, L query length, S key length, E d_model, H query heads, Hkv key
 D head_dim, X num_experts, K top_k, W window.
 
 The package holds one file per concern: ``masks`` (which keys a query sees), ``base`` (what every attention
-shares: keys, values, positions, caches), ``gqa`` (grouped-query attention and its presets) and ``moa``.
+shares: keys, values, positions, caches), ``gqa`` (grouped-query attention and its presets), ``moa`` and
+``disentangled`` (DeBERTa's content and relative-position scores, over the stack's ``deberta_relative`` table).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 from zoo.hookspecs import hookimpl
 
 from .base import QueryTemperature, _Attention
+from .disentangled import DisentangledAttention, DisentangledConfig
 from .gqa import (
     AttentionConfig,
     GQAConfig,
@@ -80,6 +82,8 @@ __all__ = [
     "GroupedQueryAttention",
     "MultiQueryAttention",
     "MixtureOfAttentionHeads",
+    "DisentangledAttention",
+    "DisentangledConfig",
     "AttentionConfig",
     "MHAConfig",
     "GQAConfig",
@@ -96,3 +100,4 @@ def register_components(register):
     register("attention", "gqa", GroupedQueryAttention.from_options, GQAConfig, description=gqa)
     register("attention", "mqa", MultiQueryAttention, MQAConfig)
     register("attention", "moa", MixtureOfAttentionHeads, MoAConfig)
+    register("attention", "disentangled", DisentangledAttention, DisentangledConfig)

@@ -15,7 +15,8 @@ each the identity (or ``None``) unless a subclass overrides it:
 the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
 
 One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``, and
-``learned_relative``: learned positions with T5's bias), ``base``
+``learned_relative``: learned positions with T5's bias, ``deberta_relative``: DeBERTa's relative table, which its
+disentangled attention reads), ``base``
 for what they share and ``rope_scaling`` for RoPE's long-context scalings; this package re-exports them all and
 registers every encoding.
 """
@@ -26,6 +27,7 @@ from zoo.hookspecs import hookimpl
 
 from .alibi import ALiBi, ALiBiConfig, alibi_slopes
 from .base import PositionalConfig, PositionalEncoding, inverse_frequencies, positions_for, sinusoid_table
+from .deberta_relative import DebertaRelativeConfig, DebertaRelativeEmbedding, deberta_bucket
 from .learned import LearnedConfig, LearnedEncoding
 from .learned_relative import LearnedRelativeConfig, LearnedRelativeEncoding
 from .none import NoPositionalConfig, NoPositionalEncoding
@@ -43,6 +45,8 @@ from .t5_relative import T5RelativeBias, T5RelativeConfig, relative_position_buc
 __all__ = [
     "ALiBi",
     "ALiBiConfig",
+    "DebertaRelativeConfig",
+    "DebertaRelativeEmbedding",
     "LearnedConfig",
     "LearnedEncoding",
     "LearnedRelativeConfig",
@@ -59,6 +63,7 @@ __all__ = [
     "T5RelativeBias",
     "T5RelativeConfig",
     "alibi_slopes",
+    "deberta_bucket",
     "fairseq_sinusoid_table",
     "inverse_frequencies",
     "longrope_attention_factor",
@@ -84,3 +89,4 @@ def register_components(register):
     register("positional", "alibi", ALiBi, ALiBiConfig)
     register("positional", "t5_relative", T5RelativeBias, T5RelativeConfig)
     register("positional", "learned_relative", LearnedRelativeEncoding, LearnedRelativeConfig)
+    register("positional", "deberta_relative", DebertaRelativeEmbedding, DebertaRelativeConfig)
