@@ -1,0 +1,128 @@
+"""Rows that the vision families of DINOv2 and BEiT share (``zoo/hf/table.py``): square images cut into square
+patches, a head chosen by the class (a classifier, or the bare model's pooled features), layer scale, and
+DINOv2's FFN width stated as a ratio (``mlp_ratio``), plain or SwiGLU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Transform, activation_option, num_labels
+from .rows_classic import labels
+from .table import Computed, Fixed, Key, Refused, Row
+
+SPLIT_GATE_UP = Transform("split gate|up", lambda t: list(t[0].chunk(2, dim=0)), lambda t: [torch.cat(list(t), dim=0)])
+"""DINOv2's fused SwiGLU input ``weights_in``: the gate's rows, then the up projection's."""
+
+
+def image(image_size: int, patch_size: int, family: str) -> tuple[Row, ...]:
+    """Square images of ``image_size`` pixels cut into square patches; the sizes zoo cannot take refused."""
+    return (
+        Fixed("architecture", "vit"),
+        Key("image_size", "image_size", image_size),
+        Key("patch_size", "patch_size", patch_size),
+        Key("num_channels", "num_channels", 3),
+        Fixed("embedding.type", "patch"),
+        Fixed("embedding.cls_token", True),
+        Refused("image_size", lambda v: isinstance(v, int), f"zoo's {family} takes square images (one integer)"),
+        Refused("patch_size", lambda v: isinstance(v, int), f"zoo's {family} takes square patches (one integer)"),
+    )
+
+
+def image_head(base: str, classifier: Callable[[Any], dict[str, Any]]) -> Computed:
+    """The head the class names: the bare model ``base`` pools its features (the final [CLS] vector), a classifier
+    is ``classifier(n)`` for ``n`` register tokens; the labels are the config's (the bare model's too)."""
+    features = {"type": "embedding", "pool": "cls"}
+
+    def read(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: Any) -> dict[str, Any]:
+        head = features if hf_class == base else classifier(config.get("num_register_tokens", 0))
+        return {"head": head, "num_classes": num_labels(config)}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return labels(recipe.num_classes) if recipe.head.type == "classification" else {}
+
+    def check(recipe: Any) -> str | None:
+        head = recipe.head
+        wanted = features if head.type != "classification" else classifier(recipe.embedding.register_tokens)
+        expected = (
+            type(head).model_validate(wanted).model_dump(exclude={"dropout"}) if head.type == wanted["type"] else None
+        )
+        if head.model_dump(exclude={"dropout"}) != expected:
+            return f"head is {head.model_dump(exclude={'dropout'})}, needs {wanted} (or {features})"
+        return None
+
+    return Computed(
+        "head",
+        keys={},
+        paths=("head.*", "num_classes"),
+        read=read,
+        write=write,
+        requires={"head": check},
+        checkpoint=True,
+    )
+
+
+def exported_class(base: str, classifier: str) -> Callable[[Any], str]:
+    """The class a recipe exports as: the bare model for pooled features, else the classifier."""
+    return lambda recipe: base if recipe.head.type == "embedding" else classifier
+
+
+def swiglu_width(d_model: int, ratio: float) -> int:
+    """DINOv2's SwiGLU hidden width (``Dinov2SwiGLUFFN``): two thirds of ``d_model * ratio``, rounded up to 8."""
+    return (int(int(d_model * ratio) * 2 / 3) + 7) // 8 * 8
+
+
+def ratio_of(recipe: Any, hidden: int) -> int | None:
+    """The ``mlp_ratio`` (an integer, as transformers' config takes it) that gives the recipe's FFN width
+    ``hidden``, or None when none does."""
+    E = recipe.d_model
+    if recipe.ffn.type == "swiglu":
+        return next((r for r in range(1, 65) if swiglu_width(E, r) == hidden), None)
+    return hidden // E if hidden % E == 0 else None
+
+
+def ffn_by_ratio(family: str) -> tuple[Row, ...]:
+    """DINOv2's FFN: a biased two-layer MLP of ``int(hidden_size * mlp_ratio)`` (``hidden_act``), or with
+    ``use_swiglu_ffn`` a biased SwiGLU of :func:`swiglu_width` (its activation always SiLU)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        E, ratio = config["hidden_size"], config["mlp_ratio"]
+        if config["use_swiglu_ffn"]:
+            return {"ffn": {"type": "swiglu", "hidden": swiglu_width(E, ratio), "bias": True}}
+        return {"ffn": {"type": "mlp", "hidden": int(E * ratio), "activation": ACTIVATIONS[config["hidden_act"]]}}
+
+    def hidden(weights: Any) -> int:
+        return weights["blocks.0.ffn.up_proj.weight"].shape[0]
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        ratio = ratio_of(recipe, hidden(weights))
+        if recipe.ffn.type == "swiglu":
+            return {"use_swiglu_ffn": True, "mlp_ratio": ratio}
+        return {"use_swiglu_ffn": False, "mlp_ratio": ratio, "hidden_act": HF_ACTIVATIONS[recipe.ffn.activation]}
+
+    def check(recipe: Any) -> str | None:
+        ffn = recipe.ffn
+        if ffn.type not in ("mlp", "swiglu") or not ffn.bias:
+            return f"ffn is {ffn.type} (bias {ffn.bias}), needs a biased mlp or swiglu"
+        if ffn.type == "mlp" and ffn.activation not in HF_ACTIVATIONS:
+            return f"ffn.activation {ffn.activation} has no Hugging Face name"
+        hidden = ffn.hidden or 4 * recipe.d_model
+        if ffn.type == "swiglu" and (ffn.alpha, ffn.limit, ffn.up_shift) != (1.0, None, 0.0):
+            return "ffn: a plain SwiGLU (alpha 1, no limit, no up_shift)"
+        if ratio_of(recipe, hidden) is None:
+            return f"ffn.hidden {hidden} is d_model times no integer mlp_ratio (swiglu: 2/3 of it, rounded up to 8)"
+        return None
+
+    return (
+        Computed(
+            "ffn",
+            keys={"mlp_ratio": 4, "use_swiglu_ffn": False, "hidden_act": "gelu"},
+            paths=("ffn.*",),
+            read=read,
+            write=write,
+            requires={"ffn": check},
+        ),
+        activation_option("hidden_act", family),
+    )
