@@ -14,9 +14,9 @@ each the identity (or ``None``) unless a subclass overrides it:
 ``positions`` are absolute LongTensor positions of shape (N, L) or (1, L), cache offset included: decoding
 the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
 
-One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``), ``base``
-for what they share and ``rope_scaling`` for RoPE's long-context scalings; this package re-exports them all and
-registers every encoding.
+One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``,
+``relative_2d``), ``base`` for what they share and ``rope_scaling`` for RoPE's long-context scalings; this package
+re-exports them all and registers every encoding.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .alibi import ALiBi, ALiBiConfig, alibi_slopes
 from .base import PositionalConfig, PositionalEncoding, inverse_frequencies, positions_for, sinusoid_table
 from .learned import LearnedConfig, LearnedEncoding
 from .none import NoPositionalConfig, NoPositionalEncoding
+from .relative_2d import Relative2DBias, Relative2DConfig, relative_2d_index
 from .rope import RopeConfig, RotaryEmbedding, rotary_dims, rotary_problem
 from .rope_scaling import (
     SCALINGS,
@@ -47,6 +48,8 @@ __all__ = [
     "NoPositionalEncoding",
     "PositionalConfig",
     "PositionalEncoding",
+    "Relative2DBias",
+    "Relative2DConfig",
     "RopeConfig",
     "RotaryEmbedding",
     "SCALINGS",
@@ -59,6 +62,7 @@ __all__ = [
     "inverse_frequencies",
     "longrope_attention_factor",
     "positions_for",
+    "relative_2d_index",
     "register_components",
     "relative_position_bucket",
     "rotary_dims",
@@ -79,3 +83,4 @@ def register_components(register):
     register("positional", "rope", RotaryEmbedding, RopeConfig)
     register("positional", "alibi", ALiBi, ALiBiConfig)
     register("positional", "t5_relative", T5RelativeBias, T5RelativeConfig)
+    register("positional", "relative_2d", Relative2DBias, Relative2DConfig)
