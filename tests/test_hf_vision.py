@@ -37,6 +37,7 @@ def images(height: int, width: int, channels: int = 3) -> torch.Tensor:
 
 
 BARE = [
+    ("BeitModel", "BeitConfig", {"use_mean_pooling": False, "use_relative_position_bias": True, "intermediate_size": 48}),
     ("Dinov2Model", "Dinov2Config", {}),
     ("Dinov2Model", "Dinov2Config", {"use_swiglu_ffn": True, "layerscale_value": 0.1}),
     ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig", {"num_register_tokens": 2}),
@@ -69,6 +70,7 @@ SIZES = [(24, 24), (8, 8), (16, 24), (20, 12)]  # larger, smaller and rectangula
         ("Dinov2ForImageClassification", "Dinov2Config", {"num_labels": 3}),
         ("Dinov2WithRegistersForImageClassification", "Dinov2WithRegistersConfig", {"num_register_tokens": 3}),
         ("Dinov2Model", "Dinov2Config", {}),
+        ("BeitForImageClassification", "BeitConfig", {"use_absolute_position_embeddings": True, "num_labels": 3}),
     ],
 )
 @pytest.mark.parametrize("size", SIZES)
@@ -103,6 +105,15 @@ def test_the_native_size_reads_the_table_as_it_is():
         ({"model_type": "dinov2", "hidden_act": "quick_gelu"}, "hidden_act='quick_gelu'"),
         ({"model_type": "dinov2", "architectures": ["Dinov2Backbone"]}, "Dinov2Backbone"),
         ({"model_type": "dinov2_with_registers", "image_size": [518, 224]}, "image_size=\\[518, 224\\]"),
+        ({"model_type": "beit", "image_size": [224, 112]}, "image_size=\\[224, 112\\]"),
+        ({"model_type": "beit", "hidden_act": "quick_gelu"}, "hidden_act='quick_gelu'"),
+        (
+            {"model_type": "beit", "use_relative_position_bias": True, "use_shared_relative_position_bias": True},
+            "use_relative_position_bias=True with use_shared_relative_position_bias=True",
+        ),
+        ({"model_type": "beit", "architectures": ["BeitModel"]}, "BeitModel with use_mean_pooling=True"),
+        ({"model_type": "beit", "architectures": ["BeitForMaskedImageModeling"]}, "BeitForMaskedImageModeling"),
+        ({"model_type": "beit", "architectures": ["BeitForSemanticSegmentation"]}, "BeitForSemanticSegmentation"),
     ],
 )
 def test_what_zoo_cannot_reproduce_is_refused_by_name(config, refused, tmp_path):
@@ -120,13 +131,25 @@ def test_drop_path_is_training_only_and_imports():
     assert zoo.load_recipe(hf_recipe(folder)).block.layer_scale == 1.0
 
 
+@pytest.mark.parametrize(
+    "options,refused",
+    [
+        ({"attention.k_bias": True}, "needs all but k"),
+        ({"head": {"type": "classification", "pool": "cls"}}, "needs {'type': 'classification', 'pool': 'patches'"),
+    ],
+)
+def test_a_beit_recipe_beit_cannot_say_is_refused_on_export(options, refused, tmp_path):
+    with pytest.raises(zoo.errors.HFExportError, match=refused):
+        zoo.hf.to_hf(zoo.build("beit-tiny", **options), tmp_path)
+
+
 def test_an_ffn_width_of_no_integer_ratio_is_refused_on_export(tmp_path):
     model = zoo.build("dinov2-tiny", ffn={"type": "mlp", "hidden": 100})
     with pytest.raises(zoo.errors.HFExportError, match="ffn.hidden 100 is d_model times no integer mlp_ratio"):
         zoo.hf.to_hf(model, tmp_path)
 
 
-TINY_RECIPES = {"dinov2-tiny": "dinov2"}
+TINY_RECIPES = {"dinov2-tiny": "dinov2", "beit-tiny": "beit"}
 
 
 @pytest.mark.parametrize("name", sorted(TINY_RECIPES))
