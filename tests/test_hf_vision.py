@@ -37,7 +37,11 @@ def images(height: int, width: int, channels: int = 3) -> torch.Tensor:
 
 
 BARE = [
-    ("BeitModel", "BeitConfig", {"use_mean_pooling": False, "use_relative_position_bias": True, "intermediate_size": 48}),
+    (
+        "BeitModel",
+        "BeitConfig",
+        {"use_mean_pooling": False, "use_relative_position_bias": True, "intermediate_size": 48},
+    ),
     ("Dinov2Model", "Dinov2Config", {}),
     ("Dinov2Model", "Dinov2Config", {"use_swiglu_ffn": True, "layerscale_value": 0.1}),
     ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig", {"num_register_tokens": 2}),

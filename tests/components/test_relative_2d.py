@@ -50,11 +50,20 @@ def test_the_table_starts_at_zero_and_has_an_entry_per_offset_and_head():
     assert not bias.relative_position_bias_table.any()
 
 
+RELATIVE = {"type": "relative_2d"}
+
+
 @pytest.mark.parametrize(
     "options,tables",
     [
         ({"positional": {"type": "relative_2d"}}, 1),  # one table the layers share
-        ({"positional": "none", "attention": {"type": "mha", "num_heads": 4, "position_bias": {"type": "relative_2d"}}}, 2),
+        (
+            {
+                "positional": "none",
+                "attention": {"type": "mha", "num_heads": 4, "position_bias": {"type": "relative_2d"}},
+            },
+            2,
+        ),
     ],
 )
 def test_shared_and_per_layer_tables_are_counted_exactly(options, tables):
@@ -77,7 +86,9 @@ def test_the_table_changes_the_scores():
 
 def test_images_of_another_grid_are_refused():
     model = zoo.build("beit-tiny").eval()
-    with pytest.raises(ValueError, match="relative_2d holds offsets of a 4 x 4 patch grid and \\[CLS\\] \\(17 tokens\\)"):
+    with pytest.raises(
+        ValueError, match="relative_2d holds offsets of a 4 x 4 patch grid and \\[CLS\\] \\(17 tokens\\)"
+    ):
         model(torch.randn(1, 1, 12, 12))
 
 

@@ -50,8 +50,15 @@ CASES = {
 
 ZOO_MODELS = {
     "dinov2-tiny": ("dinov2-tiny", {}),
-    "dinov2-tiny-registers": ("dinov2-tiny", {"embedding.register_tokens": 2, "embedding.antialias": True,
-                                              "head.prefix_tokens": 3, "hf_family": "dinov2_with_registers"}),
+    "dinov2-tiny-registers": (
+        "dinov2-tiny",
+        {
+            "embedding.register_tokens": 2,
+            "embedding.antialias": True,
+            "head.prefix_tokens": 3,
+            "hf_family": "dinov2_with_registers",
+        },
+    ),
 }
 
 PUBLISHED = {

@@ -285,8 +285,8 @@ class PatchEmbeddingConfig(ComponentConfig):
     positions: bool = Field(
         False,
         description="The embedding adds absolute positions from its own learned table (CLS and patches), resized "
-        "bicubically to an image's patch grid where it differs (DINOv2, BEiT); set positional: none (or a score "
-        "bias such as relative_2d) beside it.",
+        "bicubically to an image's patch grid where it differs (DINOv2, BEiT); beside it, positional: none or a score "
+        "bias such as relative_2d (an absolute positional would add a second set of positions).",
     )
     antialias: bool = Field(False, description="Resize the position table with antialiasing (DINOv2 with registers).")
     register_tokens: int = Field(
@@ -333,11 +333,6 @@ class PatchEmbeddingConfig(ComponentConfig):
             ]
         if self.antialias and not self.positions:
             return ["antialias resizes the embedding's own position table: set positions: true"]
-        if self.positions and ctx.positional in ("learned", "sinusoidal"):
-            return [
-                f"positions: the embedding adds them, and positional '{ctx.positional}' would add them again: "
-                "set positional: none"
-            ]
         return []
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
