@@ -108,4 +108,4 @@ def test_draw_shows_the_scale_on_each_sublayer():
 
     stacks, _ = describe(zoo.build("vit-tiny", device="meta", **{"block.layer_scale": 1.0e-5}))
     lines = [line for unit in stacks[0].kinds[0].units for line in unit.sublayer.lines]
-    assert lines.count("× learned scale γ (64), init 1e-05") == 2
+    assert lines.count("output times learned γ (64), init 1e-05") == 2

@@ -259,7 +259,7 @@ def _kind(model: Any, block: Any, children: dict[str, Any], layers: list[int], n
         sublayer = _label(path, m, model, note=note)
         scale = getattr(block, "layer_scale", None)
         if sublayer is not None and scale is not None:  # the block's layer scale on this sub-layer's output
-            sublayer.lines.append(f"× learned scale γ ({getattr(block, 'width', '')}), init {scale:g}")
+            sublayer.lines.append(f"output times learned γ ({getattr(block, 'width', '')}), init {scale:g}")
         norm = children.get(f"{name}_norm")
         post = children.get(f"{name}_post_norm")
         units.append(

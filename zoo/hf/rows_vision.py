@@ -1,6 +1,7 @@
-"""Rows that the vision families of DINOv2 and BEiT share (``zoo/hf/table.py``): square images cut into square
-patches, a head chosen by the class (a classifier, or the bare model's pooled features), layer scale, and
-DINOv2's FFN width stated as a ratio (``mlp_ratio``), plain or SwiGLU."""
+"""Rows of the vision families DINOv2 and BEiT (``zoo/hf/table.py``): square images cut into square patches, a head
+chosen by the class (a classifier, or the bare model's pooled features), DINOv2's FFN width stated as a ratio
+(``mlp_ratio``, plain or SwiGLU), BEiT's 2-D relative position biases, its projection biases and its mean
+pooling."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import Any
 
 import torch
 
+from zoo.errors import HFImportError
+
 from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Transform, activation_option, num_labels
+from .rows import BIAS_FIELDS
 from .rows_classic import labels
 from .table import Computed, Fixed, Key, Refused, Row
 
@@ -125,4 +129,97 @@ def ffn_by_ratio(family: str) -> tuple[Row, ...]:
             requires={"ffn": check},
         ),
         activation_option("hidden_act", family),
+    )
+
+
+RELATIVE = {"type": "relative_2d"}
+
+
+def relative_biases(own: str, shared: str) -> Computed:
+    """BEiT's 2-D relative position bias: each layer's own table (``own``: ``attention.position_bias``) or one the
+    layers share (``shared``: the stack's ``positional``), never both (zoo's layer reads one of the two)."""
+
+    def read(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+        if config[own] and config[shared]:
+            raise HFImportError(
+                f"{own}=True with {shared}=True: zoo's layers read their own relative bias or the shared one, "
+                "not both added"
+            )
+        return {
+            "positional": RELATIVE if config[shared] else {"type": "none"},
+            "attention.position_bias": RELATIVE if config[own] else None,
+        }
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {own: recipe.attention.position_bias is not None, shared: recipe.positional.type == "relative_2d"}
+
+    def check(recipe: Any) -> str | None:
+        layer, stack = recipe.attention.position_bias, recipe.positional.type
+        if (layer is not None and layer.type != "relative_2d") or stack not in ("none", "relative_2d"):
+            return f"positional {stack}, attention.position_bias {layer}: needs relative_2d or none"
+        both = layer is not None and stack != "none"
+        return "attention.position_bias and positional: one relative_2d bias at most" if both else None
+
+    keys = {own: False, shared: False}
+    paths = ("positional.*", "attention.position_bias")
+    return Computed("relative", keys=keys, paths=paths, read=read, write=write, requires={"positional": check})
+
+
+def _qv_biased(recipe: Any) -> str | None:
+    on = recipe.attention.biases()
+    return None if on == {"q": True, "k": False, "v": True, "o": True} else f"attention biases {on}: needs all but k"
+
+
+QV_BIASES = Computed(
+    "biases",
+    keys={},
+    paths=BIAS_FIELDS,
+    read=lambda config, recipe: {"attention.k_bias": False},
+    write=lambda recipe, weights: {},
+    requires={"attention.biases": _qv_biased},
+)
+"""BEiT's projections: query, value and output biased, the key not (the config states none of it)."""
+
+
+def mean_pooling_head(base: str, classifier: str, key: str) -> Computed:
+    """BEiT's head: with ``key`` (``use_mean_pooling``) the classifier reads the patches' mean under a LayerNorm and
+    the stack has no final norm; without it, the final-normed [CLS] (the bare model ``base``: that vector as its
+    features; with mean pooling the bare model is refused, its pooled output being no head zoo builds)."""
+    features = {"type": "embedding", "pool": "cls"}
+
+    def wanted(mean: bool, eps: float, hf_class: str) -> dict[str, Any]:
+        if mean:
+            return {"type": "classification", "pool": "patches", "pool_norm": True, "eps": eps}
+        return {"type": "classification"} if hf_class == classifier else features
+
+    def read(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: Any) -> dict[str, Any]:
+        if hf_class == base and config[key]:
+            raise HFImportError(
+                f"{base} with {key}=True: its pooled output (a LayerNorm of the patches' mean) is no head zoo "
+                f"builds; import {classifier}, or {base} with {key}=False"
+            )
+        head = wanted(config[key], config["layer_norm_eps"], hf_class)
+        return {"head": head, "final_norm": not config[key], "num_classes": num_labels(config)}
+
+    def write(recipe: Any, weights: Any) -> dict[str, Any]:
+        return {
+            key: recipe.final_norm is False,
+            **(labels(recipe.num_classes) if recipe.head.type != "embedding" else {}),
+        }
+
+    def check(recipe: Any) -> str | None:
+        head, mean = recipe.head, recipe.final_norm is False
+        want = wanted(mean, recipe.norm.eps, base if head.type == "embedding" else classifier)
+        shown = head.model_dump(exclude={"dropout"})
+        fits = head.type == want["type"] and shown == type(head).model_validate(want).model_dump(exclude={"dropout"})
+        return None if fits else f"head {shown}, needs {want}"
+
+    return Computed(
+        "head",
+        keys={key: True},
+        paths=("head.*", "final_norm", "num_classes"),
+        read=read,
+        write=write,
+        requires={"head": check},
+        checkpoint=True,
     )
