@@ -7,7 +7,7 @@ from .mapping import Rule
 from .rows_attention import qkv_biases
 from .rows_classic import PRE_NORM, mha
 from .rows_vision import SPLIT_GATE_UP, exported_class, ffn_by_ratio, image, image_head
-from .table import Fixed, Key, Unread, family
+from .table import Fixed, Key, Refused, Unread, family
 
 LAYER = (
     ("norm1", "attention_norm"),
@@ -19,8 +19,7 @@ LAYER = (
 )
 
 
-def gated(recipe) -> bool:  # use_swiglu_ffn: a fused gate|up input ``weights_in`` and ``weights_out``
-    return recipe.ffn.type == "swiglu"
+gated = lambda recipe: recipe.ffn.type == "swiglu"  # noqa: E731 - a fused gate|up ``weights_in``, ``weights_out``
 
 
 def body(prefix: str) -> tuple[Rule, ...]:
@@ -47,7 +46,7 @@ def body(prefix: str) -> tuple[Rule, ...]:
 
 
 CLASSES = ("Dinov2ForImageClassification", "Dinov2Model")
-BACKBONE = "Dinov2Backbone's feature maps, a class zoo does not import"
+BACKBONE = ("apply_layernorm", "reshape_hidden_states", "stage_names", "out_features", "out_indices")
 
 
 def classifier(registers: int) -> dict:  # [CLS] beside the mean of the patches (after [CLS] and the registers)
@@ -77,11 +76,11 @@ DINOV2 = family(
         Fixed("norm.type", "layernorm"),
         Key("layer_norm_eps", "norm.eps", 1e-6),
         Key("layerscale_value", "block.layer_scale", 1.0),
+        Refused("layerscale_value", lambda v: v > 0, "zoo's layer scale starts above 0 (at 0 no sub-layer adds)"),
         *ffn_by_ratio("DINOv2"),
         Key("hidden_dropout_prob", "dropout", 0.0),
         image_head(CLASSES[1], classifier),
         Unread("drop_path_rate", "stochastic depth drops whole residual branches in training only"),
-        *(Unread(k, BACKBONE) for k in ("apply_layernorm", "reshape_hidden_states", "stage_names")),
-        *(Unread(k, BACKBONE) for k in ("out_features", "out_indices")),
+        *(Unread(k, "Dinov2Backbone's feature maps, a class zoo does not import") for k in BACKBONE),
     ),
 )
