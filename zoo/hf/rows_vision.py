@@ -70,7 +70,7 @@ def image_head(base: str, classifier: Callable[[Any], dict[str, Any]]) -> Comput
 
 def exported_class(base: str, classifier: str) -> Callable[[Any], str]:
     """The class a recipe exports as: the bare model for pooled features, else the classifier."""
-    return lambda recipe: base if recipe.head.type == "embedding" else classifier
+    return lambda recipe: classifier if recipe.head.type == "classification" else base
 
 
 def swiglu_width(d_model: int, ratio: float) -> int:
@@ -182,34 +182,26 @@ QV_BIASES = Computed(
 
 
 def mean_pooling_head(base: str, classifier: str, key: str) -> Computed:
-    """BEiT's head: with ``key`` (``use_mean_pooling``) the classifier reads the patches' mean under a LayerNorm and
-    the stack has no final norm; without it, the final-normed [CLS] (the bare model ``base``: that vector as its
-    features; with mean pooling the bare model is refused, its pooled output being no head zoo builds)."""
-    features = {"type": "embedding", "pool": "cls"}
+    """BEiT's head: with ``key`` (``use_mean_pooling``) the patches' mean under a LayerNorm (the classifier's input,
+    or the bare model ``base``'s pooled output: ``patch_mean``) and no final norm in the stack; without it, the
+    final-normed [CLS] (the bare model's: that vector as its features)."""
 
     def wanted(mean: bool, eps: float, hf_class: str) -> dict[str, Any]:
-        if mean:
-            return {"type": "classification", "pool": "patches", "pool_norm": True, "eps": eps}
-        return {"type": "classification"} if hf_class == classifier else features
+        if hf_class == base:
+            return {"type": "patch_mean", "eps": eps} if mean else {"type": "embedding", "pool": "cls"}
+        return {"type": "classification", **({"pool": "patches", "pool_norm": True, "eps": eps} if mean else {})}
 
     def read(config: dict[str, Any], recipe: dict[str, Any], hf_class: str, names: Any) -> dict[str, Any]:
-        if hf_class == base and config[key]:
-            raise HFImportError(
-                f"{base} with {key}=True: its pooled output (a LayerNorm of the patches' mean) is no head zoo "
-                f"builds; import {classifier}, or {base} with {key}=False"
-            )
         head = wanted(config[key], config["layer_norm_eps"], hf_class)
         return {"head": head, "final_norm": not config[key], "num_classes": num_labels(config)}
 
     def write(recipe: Any, weights: Any) -> dict[str, Any]:
-        return {
-            key: recipe.final_norm is False,
-            **(labels(recipe.num_classes) if recipe.head.type != "embedding" else {}),
-        }
+        classes = labels(recipe.num_classes) if recipe.head.type == "classification" else {}
+        return {key: recipe.final_norm is False, **classes}
 
     def check(recipe: Any) -> str | None:
         head, mean = recipe.head, recipe.final_norm is False
-        want = wanted(mean, recipe.norm.eps, base if head.type == "embedding" else classifier)
+        want = wanted(mean, recipe.norm.eps, classifier if head.type == "classification" else base)
         shown = head.model_dump(exclude={"dropout"})
         fits = head.type == want["type"] and shown == type(head).model_validate(want).model_dump(exclude={"dropout"})
         return None if fits else f"head {shown}, needs {want}"

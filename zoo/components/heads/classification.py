@@ -213,3 +213,42 @@ class PoolerConfig(ComponentConfig):
         return Label(
             "head", f"Pooler · {self.type}", [f"pool: {self.pool}", f"dense {E} → {E}, tanh"], output="pooled features"
         )
+
+
+class PatchMeanPooler(nn.Module):
+    """An image's features as BEiT's bare model pools them (``BeitModel`` with ``use_mean_pooling``): the mean of
+    the patch tokens (after the ``prefix_tokens``) under a LayerNorm ``pool_norm``; its output is the model's
+    ``logits``."""
+
+    def __init__(self, d_model: int, *, prefix_tokens: int = 1, eps: float = 1e-12, device=None, dtype=None):
+        super().__init__()
+        self.prefix_tokens = prefix_tokens
+        self.pool_norm = nn.LayerNorm(d_model, eps=eps, device=device, dtype=dtype)
+        self.tie_embeddings = False
+
+    def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.pool_norm(pool_patches(h, "patches", self.prefix_tokens))  # (N, E)
+
+    @staticmethod
+    def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise ValueError("the patch_mean head gives image features, not predictions: it has no loss; use labels=None")
+
+
+class PatchMeanPoolerConfig(ComponentConfig):
+    type: Literal["patch_mean"] = "patch_mean"
+    prefix_tokens: int = Field(1, ge=0, le=1025, description="Tokens before the patches that the mean leaves out.")
+    eps: float = Field(1e-12, gt=0, description="The LayerNorm's epsilon (BEiT's layer_norm_eps).")
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"prefix_tokens": 0, "eps": 1e-6})
+
+    def check(self, ctx: BuildContext) -> list[str]:
+        if ctx.max_len and self.prefix_tokens >= ctx.max_len:
+            return [f"prefix_tokens ({self.prefix_tokens}) leaves no patch token of the {ctx.max_len}"]
+        return []
+
+    def cost(self, ctx: BuildContext) -> Cost:
+        return Cost(params=2 * ctx.d_model, per_sequence=True)
+
+    def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
+        lines = [f"mean of the patch tokens (after {self.prefix_tokens}), LayerNorm"]
+        return Label("head", f"Image features · {self.type}", lines, output=f"{ctx.d_model}-dim vectors")
