@@ -20,9 +20,10 @@ VisionPool = Literal["patches", "cls_patches"]
 BEiT), or the [CLS] vector beside that mean, 2·E wide (DINOv2)."""
 
 
-def pool_patches(h: torch.Tensor, how: str, prefix_tokens: int) -> torch.Tensor:
-    """(N, L, E) -> (N, E) mean of the patch tokens ``h[:, prefix_tokens:]``, or (N, 2E) [CLS] then that mean."""
-    patches = h[:, prefix_tokens:].mean(dim=1)  # (N, E)
+def pool_patches(h: torch.Tensor, how: str, prefix_tokens: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, L, E) -> (N, E) mean of the patch tokens ``h[:, prefix_tokens:]`` (the real ones where a padding ``mask``
+    (N, L) is given), or (N, 2E) [CLS] then that mean."""
+    patches = pool(h[:, prefix_tokens:], None if mask is None else mask[:, prefix_tokens:], "mean")  # (N, E)
     return patches if how == "patches" else torch.cat([h[:, 0], patches], dim=-1)
 
 
@@ -71,7 +72,7 @@ class ClassificationHead(nn.Module):
 
     def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.pool in ("patches", "cls_patches"):  # an image's tokens: (N, E), or (N, 2E) with [CLS]
-            x = pool_patches(h, self.pool, self.prefix_tokens)
+            x = pool_patches(h, self.pool, self.prefix_tokens, mask)
         else:
             x = self.pooler(h, mask=mask) if self.pooler is not None else pool(h, mask, self.pool)  # (N, E)
         if self.pool_norm is not None:
@@ -227,7 +228,7 @@ class PatchMeanPooler(nn.Module):
         self.tie_embeddings = False
 
     def forward(self, h: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.pool_norm(pool_patches(h, "patches", self.prefix_tokens))  # (N, E)
+        return self.pool_norm(pool_patches(h, "patches", self.prefix_tokens, mask))  # (N, E)
 
     @staticmethod
     def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
