@@ -17,7 +17,7 @@ from torch import nn
 from zoo.recipe import Recipe
 
 from .folding import layer_of
-from .parts import Part, model_parts
+from .parts import HELD, Part, model_parts
 
 __all__ = [
     "KIND_ORDER",
@@ -124,6 +124,10 @@ def parameter_breakdown(model: nn.Module) -> ParameterCount:
         owner = component_owner(module_path, provenance)
         kind = provenance[owner].kind if owner is not None else "other"
         row = MODEL_ROW if owner == "" else layer_of(owner if owner is not None else module_path)
+        if owner != module_path:  # a module that is no component holds it: a block's layer scale (held_parts)
+            holder = model.get_submodule(module_path)
+            if callable(getattr(holder, "held_cost", None)) and holder.held_cost() is not None:
+                kind, row = HELD, layer_of(module_path)
         by_kind[kind] = by_kind.get(kind, 0) + p.numel()
         by_layer[row] = by_layer.get(row, 0) + p.numel()
         total += p.numel()

@@ -20,7 +20,7 @@ from zoo.cost import Cost
 
 from .folding import layer_of
 
-__all__ = ["Part", "layer_of", "model_parts"]
+__all__ = ["HELD", "Part", "held_parts", "layer_of", "model_parts"]
 
 
 @dataclass(frozen=True)
@@ -67,4 +67,25 @@ def model_parts(model: nn.Module | str | Path | Mapping[str, Any]) -> list[Part]
         tokens = made.ctx.max_len if path.startswith(images) else None
         causal = made.ctx.causal and decodes
         parts.append(Part(path, made.kind, made.name, cost, causal=causal, cross=made.ctx.cross, tokens=tokens))
-    return parts
+    return parts + held_parts(model, seen)
+
+
+HELD = "block"
+"""The kind of the parameters a block holds itself, outside its components (layer scale's vectors)."""
+
+
+def held_parts(model: nn.Module, seen: set[int]) -> list[Part]:
+    """The parameters modules hold themselves, outside every component, that they declare with ``held_cost()``
+    (a block's layer scale): one part per such module, of kind ``block``."""
+    out = []
+    for path, module in model.named_modules():
+        held_cost = getattr(module, "held_cost", None)
+        cost = held_cost() if callable(held_cost) else None
+        if cost is None:
+            continue
+        held = {id(p) for p in module.parameters(recurse=False)}
+        if held and held <= seen:  # another layer's weights (layer_groups): counted there
+            cost = replace(cost, params=0, active=0)
+        seen |= held
+        out.append(Part(path, HELD, "layer_scale", cost))
+    return out

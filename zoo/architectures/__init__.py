@@ -235,7 +235,9 @@ class VitConfig(ArchitectureConfig):
             embedding = data.get("embedding") or {}
             cls = embedding.get("cls_token", True) if isinstance(embedding, dict) else True
             distill = embedding.get("distillation_token", False) if isinstance(embedding, dict) else False
-            data["max_len"] = (image // patch) ** 2 + int(bool(cls)) + int(bool(distill))
+            registers = embedding.get("register_tokens", 0) if isinstance(embedding, dict) else 0
+            registers = registers if isinstance(registers, int) else 0  # a bad value: the embedding's check says so
+            data["max_len"] = (image // patch) ** 2 + int(bool(cls)) + int(bool(distill)) + registers
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = super().check_recipe(recipe)

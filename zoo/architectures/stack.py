@@ -37,6 +37,7 @@ def stack_parts(recipe: Recipe, make: Make, *, stack: str, causal: bool, cross: 
                 norm=lambda parts=parts, ctx=ctx: make("norm", parts["norm"], ctx),
                 cross_attention=make("attention", parts["attention"], cross_ctx) if cross else None,
                 dropout=recipe.dropout,
+                width=ctx.d_model,  # layer scale's vectors (block.layer_scale)
                 **recipe.block.arguments(layer_idx=i),
             )
         )

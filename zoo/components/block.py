@@ -12,6 +12,11 @@ recipe is short for ``block.norm_position``). ``f`` is a sub-layer (attention, F
 ``residual_multiplier`` r scales what each sub-layer adds to the stream: ``x + r·f(n(x))`` (Granite's 0.22),
 ``n(x + r·f(x))``, ``x + r·(a + m)``; at its default 1.0 nothing is multiplied.
 
+``layer_scale`` (CaiT, DINOv2, BEiT) multiplies each sub-layer's output by a learned per-channel vector γ of its
+own, ``x + γ_1·a(n(x))``, ``x + γ_2·m(n(x))``, each γ (d_model,) initialised to the recipe's value; the block
+holds the vectors itself (``attention_scale``, ``cross_attention_scale``, ``ffn_scale``), and :meth:`Block.held_cost`
+declares them. Off (None, the default), the block has no such parameters and multiplies nothing.
+
 Each sub-layer has its own norms, built from the recipe's ``norm`` at the model's width. The layout is chosen
 once, at construction (:func:`make_block`): ``Block`` is the sequential pre-norm family (pre, sandwich, output,
 a norm that a layout lacks being ``nn.Identity``), ``PostNormBlock`` and ``ParallelBlock`` the other two, each
@@ -27,6 +32,7 @@ import torch
 from torch import nn
 
 from zoo.cache import static_cache
+from zoo.cost import Cost
 from zoo.recipe.block import BlockConfig, NormPosition
 
 __all__ = ["Block", "BlockCache", "BlockConfig", "NormPosition", "ParallelBlock", "PostNormBlock", "make_block"]
@@ -94,6 +100,9 @@ class Block(nn.Module):
             Mamba's mixer-only blocks) gets no norms and is skipped: the block is its attention alone.
         dropout: on each sub-layer's output, before it joins the stream.
         residual_multiplier: multiplies each sub-layer's output (after dropout) before it joins the stream.
+        layer_scale: the initial value of each sub-layer's learned per-channel scale γ (applied after dropout,
+            before ``residual_multiplier``), or None: no scale. Needs ``width``; refused with ``parallel``.
+        width: the model's width (d_model), the length of each γ.
 
     Raises:
         ValueError: a layout with no formula, or a layout that is not this class's (use :func:`make_block`).
@@ -114,6 +123,8 @@ class Block(nn.Module):
         attention_norm: bool = True,
         dropout: float = 0.0,
         residual_multiplier: float = 1.0,
+        layer_scale: float | None = None,
+        width: int | None = None,
     ) -> None:
         super().__init__()
         if norm_position not in ("pre", "post", "sandwich", "output"):
@@ -126,7 +137,10 @@ class Block(nn.Module):
             parallel=parallel,
             shared_norm=shared_norm,
             residual_multiplier=residual_multiplier,
+            layer_scale=layer_scale,
         )
+        if layer_scale is not None and width is None:
+            raise ValueError("layer_scale needs width (d_model), the length of each sub-layer's learned scale")
         layout = "parallel" if parallel else norm_position
         if layout not in self.layouts:
             raise ValueError(f"{type(self).__name__} has no {layout} layout: make_block builds the class of each")
@@ -152,10 +166,37 @@ class Block(nn.Module):
         self.ffn_post_norm = optional(after and not self.skip_ffn)
         self.dropout = nn.Dropout(dropout)
         self.residual_multiplier = residual_multiplier
+        self.layer_scale = layer_scale
+        self.width = width
 
-    def residual(self, h: torch.Tensor) -> torch.Tensor:
-        """What a sub-layer's output ``h`` adds to the stream: ``dropout(h)``, times ``residual_multiplier``."""
+        def scale(present: bool) -> nn.Parameter | None:
+            return nn.Parameter(torch.full((width,), float(layer_scale))) if present and layer_scale else None
+
+        self.attention_scale = scale(True)
+        self.cross_attention_scale = scale(cross)
+        self.ffn_scale = scale(not self.skip_ffn)
+
+    def reset_layer_scale(self) -> None:
+        """(Re)fill every learned scale with ``layer_scale``, its initial value."""
+        with torch.no_grad():
+            for gamma in (self.attention_scale, self.cross_attention_scale, self.ffn_scale):
+                if gamma is not None and not gamma.is_meta:
+                    gamma.fill_(self.layer_scale)
+
+    def held_cost(self) -> Cost | None:
+        """The parameters the block holds itself, outside its components: one learned scale of ``width`` per
+        scaled sub-layer (an elementwise multiply, no matmul), or None without layer scale."""
+        if self.layer_scale is None:
+            return None
+        sublayers = 1 + (self.cross_attention is not None) + (not self.skip_ffn)
+        return Cost(params=sublayers * self.width)
+
+    def residual(self, h: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
+        """What a sub-layer's output ``h`` adds to the stream: ``dropout(h)``, times the sub-layer's learned
+        ``scale`` (layer scale; None: none), times ``residual_multiplier``."""
         h = self.dropout(h)
+        if scale is not None:
+            h = h * scale  # (N, L, E) * (E,)
         return h if self.residual_multiplier == 1.0 else h * self.residual_multiplier  # a constructor constant
 
     def new_cache(self, batch_size: int, max_len: int, static: bool = False) -> Any:
@@ -183,19 +224,20 @@ class Block(nn.Module):
         A stateful FFN gets ``mask`` and its part of a :class:`BlockCache` too."""
         cache, ffn_args = _split_cache(cache, mask) if self.stateful_ffn else (cache, {})
         h = self.attention(self.attention_norm(x), mask=mask, positions=positions, pos=pos, cache=cache)
-        x = x + self.residual(self.attention_post_norm(h))
+        x = x + self.residual(self.attention_post_norm(h), self.attention_scale)
         if self.cross_attention is not None:
             h = self.cross_attention(
                 self.cross_attention_norm(x), context=context, mask=context_mask, cache=cross_cache
             )
-            x = x + self.residual(self.cross_attention_post_norm(h))
+            x = x + self.residual(self.cross_attention_post_norm(h), self.cross_attention_scale)
         if self.skip_ffn:
             return x
-        return x + self.residual(self.ffn_post_norm(self.ffn(self.ffn_norm(x), **ffn_args)))
+        return x + self.residual(self.ffn_post_norm(self.ffn(self.ffn_norm(x), **ffn_args)), self.ffn_scale)
 
 
 class PostNormBlock(Block):
-    """The original Transformer's and BERT's layout: ``n(x + dropout(f(x)))`` for each sub-layer."""
+    """The original Transformer's and BERT's layout: ``n(x + dropout(f(x)))`` for each sub-layer (with layer scale
+    ``n(x + γ·dropout(f(x)))``)."""
 
     layouts: ClassVar[tuple[str, ...]] = ("post",)
 
@@ -214,13 +256,13 @@ class PostNormBlock(Block):
         """As :meth:`Block.forward`."""
         cache, ffn_args = _split_cache(cache, mask) if self.stateful_ffn else (cache, {})
         h = self.attention(x, mask=mask, positions=positions, pos=pos, cache=cache)
-        x = self.attention_norm(x + self.residual(h))
+        x = self.attention_norm(x + self.residual(h, self.attention_scale))
         if self.cross_attention is not None:
             h = self.cross_attention(x, context=context, mask=context_mask, cache=cross_cache)
-            x = self.cross_attention_norm(x + self.residual(h))
+            x = self.cross_attention_norm(x + self.residual(h, self.cross_attention_scale))
         if self.skip_ffn:
             return x
-        return self.ffn_norm(x + self.residual(self.ffn(x, **ffn_args)))
+        return self.ffn_norm(x + self.residual(self.ffn(x, **ffn_args), self.ffn_scale))
 
 
 class ParallelBlock(Block):

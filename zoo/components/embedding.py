@@ -104,7 +104,16 @@ class PatchEmbedding(nn.Module):
     With ``distillation_token`` a second learned token follows the CLS token (DeiT), for a head that classifies
     from both (``head: {type: classification, distillation: true}``).
 
-    Shapes: images (N, C, H, W) -> (N, 1 + (H/P)*(W/P), E) with the CLS token first (then the distillation token).
+    With ``positions`` the embedding adds absolute positions itself, from a learned table ``position`` of
+    (1, CLS + patches, E) rows (DINOv2's and BEiT's ``position_embeddings``): when an image's patch grid is not the
+    table's square grid, the patch rows are resized to it (bicubic, in float32, as transformers'
+    ``interpolate_pos_encoding``; ``antialias`` as DINOv2 with registers), so one table serves every image size.
+    ``register_tokens`` learned tokens then follow the CLS token, without positions (DINOv2 with registers).
+    ``mask_token`` keeps a (1, E) vector that masked image modeling puts in place of hidden patches: zoo's
+    models never mask, so it is carried for checkpoints and not applied.
+
+    Shapes: images (N, C, H, W) -> (N, extra + (H/P)*(W/P), E): the CLS token first, then the distillation
+    token or the registers, then the patches.
     """
 
     def __init__(
@@ -117,6 +126,11 @@ class PatchEmbedding(nn.Module):
         cls_token: bool = True,
         distillation_token: bool = False,
         bias: bool = True,
+        positions: bool = False,
+        antialias: bool = False,
+        register_tokens: int = 0,
+        mask_token: bool = False,
+        init_std: float = 0.02,
         device=None,
         dtype=None,
     ) -> None:
@@ -126,14 +140,55 @@ class PatchEmbedding(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model, **factory)) if cls_token else None
         self.distillation_token = nn.Parameter(torch.zeros(1, 1, d_model, **factory)) if distillation_token else None
         self.num_patches = (image_size // patch_size) ** 2
-        self.num_positions = self.num_patches + int(cls_token) + int(distillation_token)
+        self.num_positions = self.num_patches + int(cls_token) + int(distillation_token) + register_tokens
+        rows = self.num_patches + int(cls_token)
+        self.position = nn.Parameter(torch.zeros(1, rows, d_model, **factory)) if positions else None
+        self.register_tokens = (
+            nn.Parameter(torch.zeros(1, register_tokens, d_model, **factory)) if register_tokens else None
+        )
+        self.mask_token = nn.Parameter(torch.zeros(1, d_model, **factory)) if mask_token else None
+        self.antialias = antialias
+        self.init_std = init_std
+
+    def reset_parameters(self) -> None:
+        """The projection N(0, init_std) with a zero bias (as every linear); the position table and the registers
+        N(0, init_std); the CLS, distillation and mask tokens zero."""
+        std = self.init_std
+        for p in (self.proj.weight, self.position, self.register_tokens):
+            if p is not None and not p.is_meta:
+                nn.init.normal_(p, std=std)
+        if self.proj.bias is not None and not self.proj.bias.is_meta:
+            nn.init.zeros_(self.proj.bias)
+
+    def positions_for(self, rows: int, cols: int) -> torch.Tensor:
+        """The position table for a grid of ``rows`` x ``cols`` patches: (1, CLS + rows * cols, E); the table
+        itself on its own square grid, else its patch rows resized bicubically to the grid."""
+        table = self.position
+        first = int(self.cls_token is not None)
+        grid = table[:, first:]  # (1, side * side, E)
+        if rows == cols and rows * cols == grid.shape[1]:
+            return table
+        side, width = math.isqrt(grid.shape[1]), table.shape[-1]
+        grid = grid.reshape(1, side, side, width).permute(0, 3, 1, 2)  # (1, E, side, side)
+        grid = nn.functional.interpolate(
+            grid.float(), size=(rows, cols), mode="bicubic", align_corners=False, antialias=self.antialias
+        ).to(table.dtype)
+        grid = grid.permute(0, 2, 3, 1).reshape(1, rows * cols, width)
+        return torch.cat([table[:, :first], grid], dim=1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.proj(images)  # (N, E, H/P, W/P)
+        rows, cols = x.shape[2:]
         x = x.flatten(2).transpose(1, 2)  # (N, num_patches, E)
         tokens = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.distillation_token) if t is not None]
         if tokens:
             x = torch.cat([*tokens, x], dim=1)  # (N, tokens + num_patches, E)
+        if self.position is not None:
+            x = x + self.positions_for(rows, cols)
+        if self.register_tokens is not None:  # after the CLS token, without positions
+            first = int(self.cls_token is not None)
+            registers = self.register_tokens.expand(x.shape[0], -1, -1)
+            x = torch.cat([x[:, :first], registers, x[:, first:]], dim=1)
         return x
 
 
@@ -229,23 +284,43 @@ class PatchEmbeddingConfig(ComponentConfig):
     cls_token: bool = Field(True, description="Prepend a learned [CLS] token.")
     distillation_token: bool = Field(False, description="A second learned token after the [CLS] token (DeiT).")
     bias: bool = Field(True, description="A bias on the patch projection (CLIP's has none).")
+    positions: bool = Field(
+        False,
+        description="The embedding adds absolute positions from its own learned table (CLS and patches), resized "
+        "bicubically to an image's patch grid where it differs (DINOv2, BEiT); beside it, positional: none or a score "
+        "bias such as relative_2d (an absolute positional would add a second set of positions).",
+    )
+    antialias: bool = Field(False, description="Resize the position table with antialiasing (DINOv2 with registers).")
+    register_tokens: int = Field(
+        0, ge=0, le=1024, description="Learned register tokens after the [CLS] token, without positions (DINOv2)."
+    )
+    mask_token: bool = Field(
+        False,
+        description="Keep masked image modeling's (1, E) mask token (DINOv2, BEiT checkpoints carry it); never "
+        "applied by zoo's models.",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
         {"cls_token": False},
         {"distillation_token": True},
         {"bias": False},
+        {"positions": True, "register_tokens": 2, "mask_token": True},
+        {"positions": True, "antialias": True},
     )
 
     @property
     def extra_tokens(self) -> int:
-        """Tokens before the patches: the CLS and the distillation token, those there are."""
-        return int(self.cls_token) + int(self.distillation_token)
+        """Tokens before the patches: the CLS and the distillation token, those there are, and the registers."""
+        return int(self.cls_token) + int(self.distillation_token) + self.register_tokens
 
     def cost(self, ctx: BuildContext) -> Cost:
-        # A Conv2d with kernel = stride = P is one (C·P·P -> E) matmul per patch, plus its bias and the extra tokens.
+        # A Conv2d with kernel = stride = P is one (C·P·P -> E) matmul per patch, plus its bias and the extra tokens,
+        # the position table (CLS and patches) and the mask token.
         patch, E = ctx.num_channels * ctx.patch_size**2, ctx.d_model
-        return Cost(params=patch * E + E * self.bias + E * self.extra_tokens, matmul=patch * E, acts=patch)
+        table = ((ctx.image_size // ctx.patch_size) ** 2 + int(self.cls_token)) * self.positions
+        tokens = self.extra_tokens + int(self.mask_token) + table
+        return Cost(params=patch * E + E * self.bias + E * tokens, matmul=patch * E, acts=patch)
 
     def check(self, ctx: BuildContext) -> list[str]:
         if not ctx.image_size or not ctx.patch_size:
@@ -254,12 +329,24 @@ class PatchEmbeddingConfig(ComponentConfig):
             return [f"image_size ({ctx.image_size}) must be divisible by patch_size ({ctx.patch_size})"]
         if self.distillation_token and not self.cls_token:
             return ["distillation_token follows the [CLS] token (DeiT): set cls_token: true"]
+        if self.positions and self.distillation_token:
+            return [
+                "positions: the embedding's own table has rows for [CLS] and the patches only: "
+                "set distillation_token: false"
+            ]
+        if self.antialias and not self.positions:
+            return ["antialias resizes the embedding's own position table: set positions: true"]
         return []
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
         P, E = ctx.patch_size, ctx.d_model
         patches = f"{module.num_patches} patches" + (" + [CLS]" if self.cls_token else "")
-        return Label("embedding", "Patch embedding", [f"{P} × {P} patches → {E}", patches])
+        lines = [f"{P} × {P} patches → {E}", patches]
+        if self.register_tokens:
+            lines.append(f"+ {self.register_tokens} register tokens")
+        if self.positions:
+            lines.append("+ learned positions, resized to the image (bicubic)")
+        return Label("embedding", "Patch embedding", lines)
 
 
 @hookimpl

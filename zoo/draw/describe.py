@@ -241,7 +241,8 @@ def _signature(block: Any, children: dict[str, Any]) -> tuple:
         (child, m.name, json.dumps(m.config.model_dump(mode="json"), sort_keys=True, default=str))
         for child, (_, m) in children.items()
     )
-    return (getattr(block, "norm_position", None), getattr(block, "parallel", None), *parts)
+    layout = (getattr(block, "norm_position", None), getattr(block, "parallel", None))
+    return (*layout, getattr(block, "layer_scale", None), *parts)
 
 
 def _kind(model: Any, block: Any, children: dict[str, Any], layers: list[int], note: str | None) -> Kind:
@@ -256,6 +257,9 @@ def _kind(model: Any, block: Any, children: dict[str, Any], layers: list[int], n
             continue
         path, m = children[name]
         sublayer = _label(path, m, model, note=note)
+        scale = getattr(block, "layer_scale", None)
+        if sublayer is not None and scale is not None:  # the block's layer scale on this sub-layer's output
+            sublayer.lines.append(f"output times learned γ ({getattr(block, 'width', '')}), init {scale:g}")
         norm = children.get(f"{name}_norm")
         post = children.get(f"{name}_post_norm")
         units.append(

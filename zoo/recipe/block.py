@@ -39,6 +39,12 @@ class BlockConfig(StrictNumbers):
         description="Multiply each sub-layer's output by this constant before it joins the residual stream "
         "(Granite's residual_multiplier: 0.22); default 1.0, no multiply.",
     )
+    layer_scale: float | None = Field(
+        None,
+        gt=0,
+        description="Layer scale (CaiT, DINOv2, BEiT): each sub-layer's output times a learned per-channel vector "
+        "(d_model wide, one per sub-layer) initialised to this value, x + gamma * f(n(x)); default none, no scale.",
+    )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {},
@@ -51,6 +57,8 @@ class BlockConfig(StrictNumbers):
         {"residual_multiplier": 0.22},
         {"residual_multiplier": 0.5, "norm_position": "post"},
         {"residual_multiplier": 2.0, "parallel": True},
+        {"layer_scale": 1.0e-5},
+        {"layer_scale": 0.1, "norm_position": "post"},
     )
     """Layouts the contract tests of ``zoo.testing`` build a model with."""
 
@@ -64,6 +72,11 @@ class BlockConfig(StrictNumbers):
             raise ValueError("shared_norm needs parallel: true (a sequential block normalises each input anew)")
         if not self.first_attention_norm and (self.parallel or self.norm_position not in ("pre", "sandwich")):
             raise ValueError("first_attention_norm: false needs a sequential pre or sandwich block (the norm it drops)")
+        if self.layer_scale is not None and self.parallel:
+            raise ValueError(
+                "layer_scale scales each sub-layer's output apart; a parallel block adds them at once: "
+                "set parallel: false, or leave layer_scale out"
+            )
         return self
 
     @property

@@ -13,7 +13,14 @@ from __future__ import annotations
 from zoo.hookspecs import hookimpl
 
 from .base import Activation, Transform, _tying, cross_entropy, pool, transform_params
-from .classification import ClassificationHead, ClassificationHeadConfig, Pooler, PoolerConfig
+from .classification import (
+    ClassificationHead,
+    ClassificationHeadConfig,
+    PatchMeanPooler,
+    PatchMeanPoolerConfig,
+    Pooler,
+    PoolerConfig,
+)
 from .contrastive import ContrastiveHead, ContrastiveHeadConfig
 from .embedding import EmbeddingHead, EmbeddingHeadConfig
 from .lm import LMHead, LMHeadConfig
@@ -39,6 +46,8 @@ __all__ = [
     "PoolerConfig",
     "ContrastiveHead",
     "ContrastiveHeadConfig",
+    "PatchMeanPooler",
+    "PatchMeanPoolerConfig",
     "EmbeddingHead",
     "ReplacedTokenHead",
     "ReplacedTokenHeadConfig",
@@ -53,6 +62,7 @@ def register_components(register):
     register("head", "mlm", MaskedLMHead, MaskedLMHeadConfig)
     register("head", "classification", ClassificationHead, ClassificationHeadConfig)
     register("head", "pooler", Pooler, PoolerConfig)
+    register("head", "patch_mean", PatchMeanPooler, PatchMeanPoolerConfig)
     register("head", "embedding", EmbeddingHead, EmbeddingHeadConfig)
     register("head", "contrastive", ContrastiveHead, ContrastiveHeadConfig)
     register("head", "rtd", ReplacedTokenHead, ReplacedTokenHeadConfig)

@@ -14,11 +14,10 @@ each the identity (or ``None``) unless a subclass overrides it:
 ``positions`` are absolute LongTensor positions of shape (N, L) or (1, L), cache offset included: decoding
 the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
 
-One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``, and
-``learned_relative``: learned positions with T5's bias, ``deberta_relative``: DeBERTa's relative table, which its
-disentangled attention reads), ``base``
-for what they share and ``rope_scaling`` for RoPE's long-context scalings; this package re-exports them all and
-registers every encoding.
+One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``,
+``relative_2d``: BEiT's 2-D bias, ``learned_relative``: learned positions with T5's bias, ``deberta_relative``:
+DeBERTa's relative table, which its disentangled attention reads), ``base`` for what they share and ``rope_scaling``
+for RoPE's long-context scalings; this package re-exports them all and registers every encoding.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from .deberta_relative import DebertaRelativeConfig, DebertaRelativeEmbedding, d
 from .learned import LearnedConfig, LearnedEncoding
 from .learned_relative import LearnedRelativeConfig, LearnedRelativeEncoding
 from .none import NoPositionalConfig, NoPositionalEncoding
+from .relative_2d import Relative2DBias, Relative2DConfig, relative_2d_index
 from .rope import RopeConfig, RotaryEmbedding, rotary_dims, rotary_problem
 from .rope_scaling import (
     SCALINGS,
@@ -55,6 +55,8 @@ __all__ = [
     "NoPositionalEncoding",
     "PositionalConfig",
     "PositionalEncoding",
+    "Relative2DBias",
+    "Relative2DConfig",
     "RopeConfig",
     "RotaryEmbedding",
     "SCALINGS",
@@ -68,6 +70,7 @@ __all__ = [
     "inverse_frequencies",
     "longrope_attention_factor",
     "positions_for",
+    "relative_2d_index",
     "register_components",
     "relative_position_bucket",
     "rotary_dims",
@@ -90,3 +93,4 @@ def register_components(register):
     register("positional", "t5_relative", T5RelativeBias, T5RelativeConfig)
     register("positional", "learned_relative", LearnedRelativeEncoding, LearnedRelativeConfig)
     register("positional", "deberta_relative", DebertaRelativeEmbedding, DebertaRelativeConfig)
+    register("positional", "relative_2d", Relative2DBias, Relative2DConfig)
