@@ -106,12 +106,12 @@ def test_the_native_size_reads_the_table_as_it_is():
     [
         ({"model_type": "dinov2", "image_size": [224, 112]}, "image_size=\\[224, 112\\]"),
         ({"model_type": "dinov2", "patch_size": [14, 7]}, "patch_size=\\[14, 7\\]"),
-        ({"model_type": "dinov2", "hidden_act": "quick_gelu"}, "hidden_act='quick_gelu'"),
+        ({"model_type": "dinov2", "hidden_act": "mish"}, "hidden_act='mish'"),
         ({"model_type": "dinov2", "architectures": ["Dinov2Backbone"]}, "Dinov2Backbone"),
         ({"model_type": "dinov2", "layerscale_value": 0.0}, "layerscale_value=0.0"),
         ({"model_type": "dinov2_with_registers", "image_size": [518, 224]}, "image_size=\\[518, 224\\]"),
         ({"model_type": "beit", "image_size": [224, 112]}, "image_size=\\[224, 112\\]"),
-        ({"model_type": "beit", "hidden_act": "quick_gelu"}, "hidden_act='quick_gelu'"),
+        ({"model_type": "beit", "hidden_act": "mish"}, "hidden_act='mish'"),
         (
             {"model_type": "beit", "use_relative_position_bias": True, "use_shared_relative_position_bias": True},
             "use_relative_position_bias=True with use_shared_relative_position_bias=True",

@@ -27,6 +27,7 @@ FORMULAS = {
     "relu": F.relu,
     "gelu": F.gelu,
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "quick_gelu": lambda t: t * torch.sigmoid(1.702 * t),
     "silu": F.silu,
     "identity": lambda t: t,
     "relu2": lambda t: F.relu(t) ** 2,
