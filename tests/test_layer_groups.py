@@ -117,3 +117,19 @@ def test_zoo_list_names_the_sharing_among_each_architecture_s_recipe_fields():
     listed = {entry["name"]: entry["recipe_fields"] for entry in json.loads(result.output)}
     assert {name for name, fields in listed.items() if "layer_groups" in fields} == set(listed)
     assert "num_decoder_layers" in listed["encoder-decoder"] and "num_decoder_layers" not in listed["encoder"]
+
+
+@pytest.mark.parametrize(("groups", "precision"), [(2, "bf16"), (3, "bf16"), (2, "fp32")])
+def test_plan_composes_shared_layers_as_tracing_every_layer(groups, precision):
+    """A group's layers cast its weights once (autocast keeps the copies) and accumulate one gradient: composing one
+    traced layer over the stack counts them once per group, as tracing every layer measures."""
+    from zoo.analysis.steptrace import trace_step
+    from zoo.analysis.timeline import compose
+
+    recipe = zoo.load_recipe("albert-tiny", num_layers=6, layer_groups=groups)
+    kwargs = dict(micro_batch=2, seq_len=32, precision=precision)
+    reduced, whole = trace_step(recipe, **kwargs), trace_step(recipe, whole=True, **kwargs)
+    for trace in (reduced, whole):
+        trace.composed = trace.weights + trace.optimizer + int(compose(trace).total.max())
+    assert whole.composed == whole.traced_peak
+    assert reduced.composed == pytest.approx(whole.traced_peak, rel=2e-3)

@@ -130,13 +130,15 @@ def compose(trace: StepTrace) -> Timeline:
     offset = [0, 0, 0, 0]
     seg_grads = [0]
     for k, (name, piece) in enumerate(order):
+        reused = _reused(trace, name, piece.phase)
         for c in range(4):
-            columns[c].append(offset[c] + piece.values[c] - piece.start[c])
+            grows = c != reused
+            columns[c].append(offset[c] + (piece.values[c] - piece.start[c]) * grows)
         n = len(piece.values[0])
         seg_index.append(np.full(n, k, dtype=np.int64))
         grad_start.append(np.full(n, offset[0], dtype=np.int64))
         segments.append((name, piece.phase, trace.block_params.get(name or "", 0)))
-        offset = [offset[c] + piece.end[c] - piece.start[c] for c in range(4)]
+        offset = [offset[c] + (piece.end[c] - piece.start[c]) * (c != reused) for c in range(4)]
         seg_grads.append(offset[0])
 
     def cat(parts: list[np.ndarray]) -> np.ndarray:
@@ -152,6 +154,26 @@ def compose(trace: StepTrace) -> Timeline:
         grad_start=cat(grad_start),
         segment_gradients=seg_grads,
     )
+
+
+GRADIENTS, CASTS = 0, 2
+"""Columns of a piece's values: gradients, activations, casts, temporaries."""
+
+
+def _reused(trace: StepTrace, name: str | None, phase: str) -> int | None:
+    """The column that does not grow in this block's piece because another layer of its group (``layer_groups``)
+    holds it: the forward's low-precision copies of the weights are made by the group's first layer (autocast
+    keeps them for the step), the backward's gradients by the first layer the backward reaches (its last)."""
+    groups = getattr(trace.recipe, "layer_groups", None)
+    m = BLOCK.match(name or "")
+    if groups is None or m is None:
+        return None
+    n, i = len(trace.full_blocks[m.group("stack")]), int(m.group("index"))
+    size = max(n // groups, 1)
+    first = i // size * size
+    if phase == "forward":
+        return CASTS if i != first else None
+    return GRADIENTS if i != min(first + size, n) - 1 else None
 
 
 def _unit_shares(trace: StepTrace) -> list[UnitShare]:
