@@ -9,17 +9,9 @@ from .mapping import UNSQUEEZE, Rule, no_layer_overrides
 from .rows_classic import mha, mlp, width
 from .rows_vision import QV_BIASES, exported_class, image, mean_pooling_head, relative_biases
 from .table import Fixed, Key, Require, Unread, family
+from .vit import VIT_LAYER
 
-LAYER = (
-    ("layernorm_before", "attention_norm"),
-    ("attention.attention.query", "attention.q_proj"),
-    ("attention.attention.key", "attention.k_proj"),
-    ("attention.attention.value", "attention.v_proj"),
-    ("attention.output.dense", "attention.o_proj"),
-    ("layernorm_after", "ffn_norm"),
-    ("intermediate.dense", "ffn.up_proj"),
-    ("output.dense", "ffn.down_proj"),
-)
+LAYER = VIT_LAYER  # the same module names as ViT
 KINDS, TABLE = ("weight", "bias"), "relative_position_bias.relative_position_bias_table"
 
 RULES = (
