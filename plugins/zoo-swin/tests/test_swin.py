@@ -7,9 +7,6 @@ import torch
 
 zoo_swin = pytest.importorskip("zoo_swin", reason="pip install -e plugins/zoo-swin")
 
-import zoo  # noqa: E402
-from zoo.errors import HFImportError, RecipeError  # noqa: E402
-from zoo.testing import ComponentContract, RecipeContract  # noqa: E402
 from zoo_swin import (  # noqa: E402
     SwinWindowAttention,
     relative_position_index,
@@ -18,6 +15,10 @@ from zoo_swin import (  # noqa: E402
     window_reverse,
 )
 from zoo_swin.patches import merge_neighbours  # noqa: E402
+
+import zoo  # noqa: E402
+from zoo.errors import HFImportError, RecipeError  # noqa: E402
+from zoo.testing import ComponentContract, RecipeContract  # noqa: E402
 
 SWIN_TINY_PARAMETERS = 28_288_354
 """transformers' SwinForImageClassification(SwinConfig(num_labels=1000)) on the meta device."""
@@ -46,7 +47,8 @@ class TestRecipes(RecipeContract):
     def batch(self, recipe):
         g = torch.Generator().manual_seed(0)
         size = (self.batch_size, recipe.num_channels, recipe.image_size, recipe.image_size)
-        return {"images": torch.randn(size, generator=g), "labels": torch.randint(0, recipe.num_classes, (8,), generator=g)}
+        labels = torch.randint(0, recipe.num_classes, (self.batch_size,), generator=g)
+        return {"images": torch.randn(size, generator=g), "labels": labels}
 
 
 def test_installed_plugin_registers_its_components_and_recipes():
@@ -254,3 +256,28 @@ def test_options_zoo_cannot_reproduce_are_refused_by_name(tmp_path, option, valu
     with pytest.raises(HFImportError) as err:
         from_swin_folder(tmp_path / "hf")
     assert message in str(err.value)
+
+
+def test_every_config_attribute_is_read_checked_or_named():
+    """As zoo's walk of its own families: a new SwinConfig option of a new transformers cannot pass unnoticed."""
+    transformers = pytest.importorskip("transformers")
+    from zoo_swin.hf import SWIN
+
+    generic = set(transformers.PretrainedConfig().to_dict())
+    names = {n for n in transformers.SwinConfig().to_dict() if n not in generic}
+    checked = {option.key for option in SWIN.options}
+    unaccounted = names - set(SWIN.defaults) - checked - set(SWIN.unread_keys)
+    assert not unaccounted, f"swin: config attributes neither read, checked nor named: {sorted(unaccounted)}"
+    stale = set(SWIN.unread) - set(transformers.SwinConfig().to_dict())
+    assert not stale, f"swin: 'unread' names keys its config does not have: {sorted(stale)}"
+
+
+def test_draw_labels_say_what_each_box_is():
+    model = zoo.build("swin-tiny", device="meta")
+    made = model.zoo_components["stages.2.blocks.3.attention"]
+    label = made.config.label("attention", made.ctx, model.get_submodule("stages.2.blocks.3.attention"))
+    assert label.lines == ["stage 3: 12 heads × 32", "7×7 windows, shifted by 3", "relative bias 169 × 12"]
+    merge = model.zoo_components["stages.0.merge"]
+    assert merge.config.label("embedding", merge.ctx, None).lines == ["2×2 neighbours", "384 → 192"]
+    patch = model.zoo_components["embedding"]
+    assert patch.config.label("embedding", patch.ctx, None).lines == ["4×4 patches → 96", "LayerNorm"]

@@ -146,7 +146,9 @@ class SwinWindowAttention(nn.Module):
         T = window * window
         windows = window_partition(x, window).view(-1, T, C)  # (N * nW, T, C)
         B = windows.shape[0]
-        q, k, v = (p(windows).view(B, T, self.num_heads, -1).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            p(windows).view(B, T, self.num_heads, -1).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
+        )
         bias = self.bias(window).unsqueeze(0)  # (1, heads, T, T)
         if shift:
             mask = shift_mask(hp, wp, window, shift, device=x.device, dtype=bias.dtype)  # (nW, T, T)
@@ -200,7 +202,8 @@ class SwinWindowConfig(ComponentConfig):
                 "not to a stack of positions"
             )
         elif ctx.num_layers != sum(self.depths):
-            errors.append(f"the stages hold sum(depths) = {sum(self.depths)} blocks, but num_layers is {ctx.num_layers}")
+            blocks = sum(self.depths)
+            errors.append(f"the stages hold sum(depths) = {blocks} blocks, but num_layers is {ctx.num_layers}")
         return errors
 
     def cost(self, ctx: BuildContext) -> Cost:

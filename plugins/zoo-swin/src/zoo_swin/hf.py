@@ -50,9 +50,7 @@ RULES = (
     Rule("swin.embeddings.norm.weight", "embedding.norm.weight"),
     Rule("swin.embeddings.norm.bias", "embedding.norm.bias"),
     *(Rule(f"{BLOCK_HF}.{hf}.{k}", f"{BLOCK}.{zoo}.{k}") for hf, zoo in BLOCK_LINEARS for k in ("weight", "bias")),
-    Rule(
-        f"{BLOCK_HF}.attention.self.relative_position_bias_table", f"{BLOCK}.attention.relative_position_bias_table"
-    ),
+    Rule(f"{BLOCK_HF}.attention.self.relative_position_bias_table", f"{BLOCK}.attention.relative_position_bias_table"),
     Rule("swin.encoder.layers.{s}.downsample.norm.weight", "stages.{s}.merge.norm.weight"),
     Rule("swin.encoder.layers.{s}.downsample.norm.bias", "stages.{s}.merge.norm.bias"),
     Rule("swin.encoder.layers.{s}.downsample.reduction.weight", "stages.{s}.merge.reduction.weight"),
@@ -128,7 +126,6 @@ UNREAD = {
     "stage_names": BACKBONE,
     "out_features": BACKBONE,
     "out_indices": BACKBONE,
-    "num_labels": "read through id2label where the checkpoint has one (num_labels otherwise)",
     "id2label": "the class names; their number is num_classes",
     "label2id": "the class names; their number is num_classes",
 }
@@ -254,8 +251,7 @@ def from_swin_folder(path: str | Path, *, dtype: torch.dtype | None = None) -> n
     hf_class = (config.get("architectures") or [SWIN.classes[0]])[0]
     if hf_class not in SWIN.classes:
         raise HFImportError(
-            f"architectures=[{hf_class!r}] is not supported: zoo imports swin checkpoints of "
-            f"{', '.join(SWIN.classes)}",
+            f"architectures=[{hf_class!r}] is not supported: zoo imports swin checkpoints of {', '.join(SWIN.classes)}",
             source=str(folder),
         )
     merged = {**DEFAULTS, **config}

@@ -122,8 +122,10 @@ class SwinArchitectureConfig(ArchitectureConfig):
             width = recipe.d_model * 2**stage
             if width % heads:
                 errors.append(
-                    ("attention.heads", f"stage {stage + 1} is {width} wide (d_model * 2**{stage}): {heads} heads do "
-                     "not divide it")
+                    (
+                        "attention.heads",
+                        f"stage {stage + 1} is {width} wide (d_model * 2**{stage}): {heads} heads do not divide it",
+                    )
                 )
             if side < attention.window_size:
                 errors.append(
@@ -172,7 +174,9 @@ class SwinStage(nn.Module):
 class SwinModel(nn.Module, Pretrained):
     """Images (N, C, H, W) -> class logits (N, num_classes)."""
 
-    def __init__(self, *, embedding: nn.Module, stages: list[SwinStage], final_norm: nn.Module, head: nn.Module) -> None:
+    def __init__(
+        self, *, embedding: nn.Module, stages: list[SwinStage], final_norm: nn.Module, head: nn.Module
+    ) -> None:
         super().__init__()
         self.embedding = embedding
         self.stages = nn.ModuleList(stages)
