@@ -65,6 +65,16 @@ def test_installed_plugin_registers_its_components_and_recipes():
     assert model.stages[1].blocks[0].attention.num_heads == 4 and model.stages[1].blocks[0].attention.shift == 0
 
 
+def test_save_and_load_round_trip_is_bit_identical(tmp_path):
+    torch.manual_seed(0)
+    model = zoo.build(TINY).eval()
+    zoo.save(model, tmp_path / "swin")
+    again = zoo.load(tmp_path / "swin").eval()
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert torch.equal(model(images).logits, again(images).logits)
+
+
 def test_swin_tiny_has_exactly_transformers_parameter_count():
     model = zoo.build("swin-tiny", device="meta")
     assert sum(p.numel() for p in model.parameters()) == SWIN_TINY_PARAMETERS
@@ -147,8 +157,10 @@ class TestRefusals:
         assert "the stages hold sum(depths) = 3 blocks, but num_layers is 4" in str(err.value)
 
     def test_swin_window_belongs_to_swin_only(self):
+        vit = {**zoo.get_registry().get("architecture", "vit").config.examples[0], "name": "vit"}
+        vit["attention"] = {"type": "swin_window", "depths": [2], "heads": [4]}
         with pytest.raises(RecipeError) as err:
-            zoo.build("vit-tiny", attention={"type": "swin_window", "depths": [2], "heads": [4]})
+            zoo.build(vit)
         assert "swin_window attends within windows of an image's patch grid: it belongs to architecture 'swin'" in str(
             err.value
         )
@@ -201,9 +213,11 @@ def test_import_equals_transformers(case, tmp_path):
     options = CASES[case]
     hf = _hf_model(options, tmp_path / "hf")
     model = from_swin_folder(tmp_path / "hf").eval()
-    images = torch.randn(3, options.get("num_channels", 3), options["image_size"], options["image_size"])
-    expected = hf(pixel_values=images).logits
-    assert (model(images).logits - expected).abs().max() <= 1e-4
+    channels, side = options.get("num_channels", 3), options["image_size"]
+    for size in ((side, side), (side + 2 * options["patch_size"], side + 5 * options["patch_size"] + 1)):
+        images = torch.randn(3, channels, *size)  # the checkpoint's size, then another (padded, not square)
+        expected = hf(pixel_values=images).logits
+        assert (model(images).logits - expected).abs().max() <= 1e-4
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in hf.parameters())
 
 

@@ -175,16 +175,24 @@ class SwinModel(nn.Module, Pretrained):
     """Images (N, C, H, W) -> class logits (N, num_classes)."""
 
     def __init__(
-        self, *, embedding: nn.Module, stages: list[SwinStage], final_norm: nn.Module, head: nn.Module
+        self,
+        *,
+        embedding: nn.Module,
+        stages: list[SwinStage],
+        final_norm: nn.Module,
+        head: nn.Module,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.embedding = embedding
+        self.embed_dropout = nn.Dropout(dropout)
         self.stages = nn.ModuleList(stages)
         self.final_norm = final_norm
         self.head = head
 
     def forward(self, images: torch.Tensor, *, labels: torch.Tensor | None = None) -> ModelOutput:
         x, size = self.embedding(images)
+        x = self.embed_dropout(x)
         for stage in self.stages:
             x, size = stage(x, size)
         h = self.final_norm(x)
@@ -223,4 +231,5 @@ def build_swin(recipe, make: Make) -> nn.Module:
         stages=stages,
         final_norm=make("norm", recipe.norm, final),
         head=make("head", recipe.head, final),
+        dropout=recipe.dropout,
     )
