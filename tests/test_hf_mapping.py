@@ -403,3 +403,14 @@ def test_real_configs_translate_to_the_reference_sizes(name, tmp_path):
     config, parameters = REAL_CONFIGS[name]
     recipe = hf_recipe(hf_folder(tmp_path, config))  # config.json alone: no weights needed
     assert zoo.count_parameters(zoo.build(recipe, device="meta")) == parameters
+
+
+def test_a_list_of_counts_is_checked_item_by_item_where_the_family_lists_one_per_stage():
+    from zoo.hf.checks import config_problems
+
+    stages = {"num_heads": [3, 6]}  # Swin: heads per stage
+    assert config_problems({"num_heads": [2, 4]}, stages) == []
+    assert config_problems({"num_heads": [2, 0]}, stages) == ["num_heads=[2, 0] is out of range: zoo builds 1 to 4,096"]
+    assert config_problems({"num_heads": [2, "4"]}, stages) == ["num_heads=[2, '4'] must be integers from 1 to 4,096"]
+    assert config_problems({"num_heads": [2]}, {"num_heads": 12}) == ["num_heads=[2] must be an integer, like its default 12"]
+    assert config_problems({"num_heads": [2]}, {}) == ["num_heads=[2] must be an integer from 1 to 4,096"]

@@ -101,9 +101,13 @@ def config_problems(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> li
             continue
         if key in RANGES:
             low, high = RANGES[key]
-            if isinstance(value, bool) or not isinstance(value, int):
-                problems.append(f"{dotted}={value!r} must be an integer from {low} to {high:,}")
-            elif not low <= value <= high:
+            each = value if isinstance(default, list) and isinstance(value, list) else [value]  # Swin: one per stage
+            wrong = [v for v in each if isinstance(v, bool) or not isinstance(v, int)]
+            if wrong or not each:
+                problems.append(
+                    f"{dotted}={value!r} must be {'integers' if each is value else 'an integer'} from {low} to {high:,}"
+                )
+            elif any(not low <= v <= high for v in each):
                 problems.append(f"{dotted}={value!r} is out of range: zoo builds {low} to {high:,}")
         elif key in POSITIVE:
             number = value if isinstance(value, int | float) and not isinstance(value, bool) else None

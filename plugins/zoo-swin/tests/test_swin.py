@@ -234,16 +234,16 @@ def test_transformers_loads_the_export(tmp_path):
     assert (model(images).logits - hf(pixel_values=images).logits).abs().max() <= 1e-4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=HFImportError,
-    reason="zoo.hf's check of config values takes every num_heads for one integer; Swin's lists each stage's",
-)
-def test_zoo_hf_from_hf_imports_swin(tmp_path):
+@torch.no_grad()
+def test_zoo_hf_from_hf_imports_swin_as_transformers_computes_it(tmp_path):
+    """zoo's own import reads a Swin folder (its per-stage num_heads checked item by item) through this plugin."""
     from zoo.hf import from_hf
 
-    _hf_model(CASES["swin-tiny-hf"], tmp_path / "hf")
-    from_hf(tmp_path / "hf")
+    hf = _hf_model(CASES["swin-tiny-hf"], tmp_path / "hf")
+    model = from_hf(tmp_path / "hf").eval()
+    size = hf.config.image_size
+    images = torch.randn(2, hf.config.num_channels, size, size)
+    assert (model(images).logits - hf(pixel_values=images).logits).abs().max() <= 1e-4
 
 
 @pytest.mark.parametrize(
