@@ -412,5 +412,6 @@ def test_a_list_of_counts_is_checked_item_by_item_where_the_family_lists_one_per
     assert config_problems({"num_heads": [2, 4]}, stages) == []
     assert config_problems({"num_heads": [2, 0]}, stages) == ["num_heads=[2, 0] is out of range: zoo builds 1 to 4,096"]
     assert config_problems({"num_heads": [2, "4"]}, stages) == ["num_heads=[2, '4'] must be integers from 1 to 4,096"]
-    assert config_problems({"num_heads": [2]}, {"num_heads": 12}) == ["num_heads=[2] must be an integer, like its default 12"]
+    one = ["num_heads=[2] must be an integer, like its default 12"]
+    assert config_problems({"num_heads": [2]}, {"num_heads": 12}) == one
     assert config_problems({"num_heads": [2]}, {}) == ["num_heads=[2] must be an integer from 1 to 4,096"]
