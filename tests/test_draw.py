@@ -61,6 +61,8 @@ def test_every_named_recipe_draws_its_blocks_as_text(tmp_path, name):
     counts = [t for t in texts if t.startswith("× ")]
     if not recipe.layers:  # one kind of block per stack: its repeat is the stack's depth
         expected = [recipe.num_layers] + ([second] if stacks == 2 else [])
+        stages = getattr(recipe.attention, "depths", None)  # a hierarchical model's stages (zoo-swin)
+        expected = list(stages) if stages else expected
         assert sorted(counts) == sorted(f"× {n}" for n in expected)
     assert sum(t.startswith("Feed-forward") or t.startswith("Mixture of experts") for t in texts) >= stacks
 
@@ -383,3 +385,13 @@ def test_clip_shows_both_towers_and_the_text_vectors_joining_the_head(tmp_path):
     ):
         assert fact in texts, (fact, texts)
     assert texts.count("× 12") == 2 and "encoder output" not in texts and "source token ids" not in texts
+
+
+def test_swin_tiny_draws_its_stages_in_sequence_joined_by_patch_merging(tmp_path):
+    pytest.importorskip("zoo_swin")
+    texts = drawn(tmp_path, "swin-tiny")
+    assert texts.count("Patch embedding · swin_patch") == 1 and texts.count("image 3 × 224 × 224") == 1
+    assert texts.count("Patch merging · swin_merge") == 3  # between the four stages
+    assert sorted(t for t in texts if t.startswith("× ")) == ["× 2", "× 2", "× 2", "× 6"]
+    assert texts.count("LayerNorm (final)") == 1 and "text vectors" not in texts
+    assert not [t for t in texts if t.startswith("also built") or "shared by" in t]

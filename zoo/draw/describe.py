@@ -86,6 +86,8 @@ class Stack:
     output: str | None = None
     causal: bool = False
     """Its attention sees earlier positions only."""
+    after: list[Label] = field(default_factory=list)
+    """Components after its blocks, before the next stage (a hierarchical model's patch merging)."""
     pattern: Pattern | None = None
     """Its kinds of block alternate in a repeating unit; None: they do not (or it has one kind)."""
 
@@ -122,6 +124,11 @@ def describe(model: Any) -> tuple[list[Stack], list[str]]:
     embedding = next(((p, m) for p, m in shared if m.kind == "embedding"), None)
     head = next(((p, m) for p, m in shared if m.kind == "head"), None)
     names = [prefix.rstrip(".") for prefix in blocks]
+    # Stages in sequence (a hierarchical model: Swin): several stacks after one shared embedding, none with an
+    # embedding of its own or a cross-attention; each stage's output is the next one's input.
+    crossed = any("cross_attention" in c for stack in blocks.values() for c in stack.values())
+    towers = any(f"{prefix}embedding" in top for prefix in blocks if prefix)
+    in_sequence = len(blocks) > 1 and embedding is not None and not crossed and not towers
     stacks = []
     for n, (prefix, by_index) in enumerate(blocks.items()):
         own = {
@@ -133,24 +140,32 @@ def describe(model: Any) -> tuple[list[Stack], list[str]]:
         embed_norm, final_norm = own.get("embed_norm"), own.get("final_norm")
         own_embedding = own.get("embedding") if prefix else None  # a stack of its own embeds its own input
         used |= {p for p, _ in filter(None, (positional, embed_norm, final_norm, own_embedding))}
-        sharers = names if len(blocks) > 1 and own_embedding is None else []
-        entry = own_embedding or embedding
+        sharers = names if len(blocks) > 1 and own_embedding is None and not in_sequence else []
+        entry = own_embedding or (embedding if n == 0 or not in_sequence else None)
+        last = n == len(blocks) - 1
+        if in_sequence and last and final_norm is None and "final_norm" in top:
+            final_norm = ("final_norm", top["final_norm"])  # the model's, after its last stage
+            used.add("final_norm")
+        after = [(p, m) for name, (p, m) in own.items() if m.kind == "embedding" and name != "embedding"]
+        used |= {p for p, _ in after} if in_sequence else set()
         # A positional encoding's label is its box beside the ⊕, or the line it writes in every self-attention.
         placed = _label(*positional, model) if positional else None
         embeds = placed is not None and _style(positional[1]) == "embed"
         note = placed.title if placed is not None and not embeds else None
-        last = n == len(blocks) - 1
         has_cross = any("cross_attention" in c for c in by_index.values())
+        several = len(blocks) > 1 and own_embedding is None and not in_sequence
+        shown = "" if in_sequence and n else _input_text(entry[1] if entry else None, several, has_cross)
         stack = Stack(
             name=names[n],
             num_layers=len(by_index),
-            input=_input_text(entry[1] if entry else None, len(blocks) > 1 and own_embedding is None, has_cross),
+            input=shown,
             embedding=_embedding_label(entry, model, sharers) if entry else None,
             positional=placed if embeds else None,
             embed_norm=_norm_label(*embed_norm, model, "embeddings") if embed_norm else None,
             kinds=_kinds(model, prefix, by_index, note),
             final_norm=_norm_label(*final_norm, model, "final") if final_norm else None,
             causal=any(m.ctx is not None and m.ctx.causal for c in by_index.values() for _, m in c.values()),
+            after=[_label(p, m, model) for p, m in after] if in_sequence else [],
         )
         if positional and _style(positional[1]) == "none" and stack.embedding is not None:
             stack.embedding.lines.append("no positional encoding")

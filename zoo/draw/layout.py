@@ -97,8 +97,10 @@ def _draw_stack(canvas: Canvas, stack: Stack, width: float, *, skip_side: int, l
     frame_x = w / 2 + MARGIN
     column = _Column(top=(0, 0))
 
-    canvas.text(x, 0.1, stack.input, SIDE_PT)
-    y = 0.1 + _line_height(SIDE_PT) / 2
+    y = 0.0
+    if stack.input:  # a later stage of a sequence has none: the previous stage's output comes in
+        canvas.text(x, 0.1, stack.input, SIDE_PT)
+        y = 0.1 + _line_height(SIDE_PT) / 2
 
     def arrow_to(top: float, bottom: float, *, arrow: bool = True) -> None:
         canvas.line([(x, top), (x, bottom)], arrow=arrow)
@@ -154,7 +156,7 @@ def _draw_stack(canvas: Canvas, stack: Stack, width: float, *, skip_side: int, l
         canvas.side_text(label_side * (outer_x + 0.16), outer_top - band / 2, side, ha)
         y = outer_top
 
-    for label in (stack.final_norm, stack.head):
+    for label in (*stack.after, stack.final_norm, stack.head):
         if label is not None:
             arrow_to(y, y + GAP)
             bottom, y = y + GAP, canvas.box(label, x, y + GAP, w)
@@ -302,9 +304,39 @@ def _fit(canvas: Canvas, text: str, width: float, size: float) -> list[str]:
 
 
 def _compose(canvas: Canvas, stacks: list[Stack], notes: list[str], title: str, subtitle: list[str]) -> None:
-    """Place the stacks left to right, the encoder output into each cross-attention, and the title, subtitle
+    """Place the stacks (one above the other for stages in sequence, else left to right), and the title, subtitle
     and notes on top."""
     width = max(_stack_width(canvas, s) for s in stacks)
+    if len(stacks) > 1 and all(not s.input for s in stacks[1:]):  # stages in sequence (Swin)
+        _in_sequence(canvas, stacks, width)
+    else:
+        _side_by_side(canvas, stacks, width)
+    x0, _, x1, y1 = canvas.bounds()
+    mid, width = (x0 + x1) / 2, max(x1 - x0, 7.0)
+    header = [(line, SUBTITLE_PT) for s in subtitle for line in _fit(canvas, s, width, SUBTITLE_PT)]
+    header += [(line, BOX_PT) for s in notes for line in _fit(canvas, s, width, BOX_PT)]
+    y = y1 + 0.3
+    for s, size in reversed(header):
+        canvas.text(mid, y + _line_height(size) / 2, s, size)
+        y += _line_height(size)
+    canvas.text(mid, y + _line_height(TITLE_PT) / 2, title, TITLE_PT, bold=True)
+
+
+def _in_sequence(canvas: Canvas, stacks: list[Stack], width: float) -> None:
+    """Stages that run one after another, in one column from the bottom up, each joined to the next."""
+    top = 0.0
+    for stack in stacks:
+        sub = Canvas(canvas.measure)
+        column = _draw_stack(sub, stack, width, skip_side=-1, label_side=1)
+        if top:
+            canvas.line([(0.0, top), (0.0, top + GAP)])
+            top += GAP
+        canvas.paste(sub, 0.0, top)
+        top += column.top[1]
+
+
+def _side_by_side(canvas: Canvas, stacks: list[Stack], width: float) -> None:
+    """Stacks left to right: the encoder output into each cross-attention, a tower's output into the last's head."""
     columns: list[tuple[_Column, float]] = []
     right = 0.0
     for i, stack in enumerate(stacks):
@@ -335,12 +367,3 @@ def _compose(canvas: Canvas, stacks: list[Stack], notes: list[str], title: str, 
         dx = columns[-1][1]
         canvas.line([(sx + sdx, sy), (sx + sdx, hy), (hx + dx, hy)])
         canvas.text((sx + sdx + hx + dx) / 2, hy + _line_height(BOX_PT) * 0.7, "text vectors", BOX_PT)
-    x0, _, x1, y1 = canvas.bounds()
-    mid, width = (x0 + x1) / 2, max(x1 - x0, 7.0)
-    header = [(line, SUBTITLE_PT) for s in subtitle for line in _fit(canvas, s, width, SUBTITLE_PT)]
-    header += [(line, BOX_PT) for s in notes for line in _fit(canvas, s, width, BOX_PT)]
-    y = y1 + 0.3
-    for s, size in reversed(header):
-        canvas.text(mid, y + _line_height(size) / 2, s, size)
-        y += _line_height(size)
-    canvas.text(mid, y + _line_height(TITLE_PT) / 2, title, TITLE_PT, bold=True)

@@ -290,7 +290,13 @@ def test_draw_labels_say_what_each_box_is():
     model = zoo.build("swin-tiny", device="meta")
     made = model.zoo_components["stages.2.blocks.3.attention"]
     label = made.config.label("attention", made.ctx, model.get_submodule("stages.2.blocks.3.attention"))
-    assert label.lines == ["stage 3: 12 heads × 32", "7×7 windows, shifted by 3", "relative bias 169 × 12"]
+    assert label.lines == [
+        "stage 3: 12 heads × 32",
+        "7×7 windows, every second block shifted by 3",
+        "relative bias 169 × 12",
+    ]
+    last = model.zoo_components["stages.3.blocks.1.attention"]  # a 7×7 grid within one 7×7 window: no shift
+    assert last.config.label("attention", last.ctx, None).lines[1] == "7×7 windows, not shifted"
     merge = model.zoo_components["stages.0.merge"]
     assert merge.config.label("embedding", merge.ctx, None).lines == ["2×2 neighbours", "384 → 192"]
     patch = model.zoo_components["embedding"]

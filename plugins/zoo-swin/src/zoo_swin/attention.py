@@ -216,9 +216,14 @@ class SwinWindowConfig(ComponentConfig):
         return Cost(params=params, matmul=4 * E * E, score_width=E, window=self.window_size**2, acts=4 * E)
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
-        stage, block = stage_of(self.depths, ctx.layer_idx)
+        stage, _ = stage_of(self.depths, ctx.layer_idx)
         heads = self.heads[stage]
-        shift = f"shifted by {self.window_size // 2}" if block % 2 else "not shifted"
+        grid = -(-ctx.image_size // ctx.patch_size) if ctx.patch_size else 0
+        for _ in range(stage):
+            grid = -(-grid // 2)  # halved, rounded up, at each merge
+        # A kind of block stands for all its stage's blocks: say how they alternate, not how this one is.
+        shifts = self.depths[stage] > 1 and grid > self.window_size  # a grid within one window is never shifted
+        shift = f"every second block shifted by {self.window_size // 2}" if shifts else "not shifted"
         return Label(
             "attention",
             f"Window attention · {self.type}",
