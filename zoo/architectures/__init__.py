@@ -314,8 +314,9 @@ class DualEncoderConfig(ArchitectureConfig):
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = super().check_recipe(recipe)
         if not getattr(type(recipe.head), "joins_towers", False):
+            joins = "; heads that join towers: contrastive (CLIP), siglip"
             errors.append(
-                ("head", f"a dual-encoder joins its towers with a contrastive or siglip head, not {recipe.head.type}")
+                ("head", f"a dual-encoder joins its towers with a contrastive head, not {recipe.head.type}{joins}")
             )
         vision = recipe.vision
         reads_cls = getattr(type(recipe.head), "reads_cls", False)

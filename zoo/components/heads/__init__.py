@@ -5,7 +5,8 @@ Every head has ``forward(h, *, mask=None)`` (``mask``: (N, L) bool, True on real
 
 The package holds one file per head, its module and its config: ``lm``, ``masked_lm``, ``classification`` (with
 the pooler it may apply, itself a head), ``token_classification``, ``embedding`` (sentence vectors), ``rtd``
-(ELECTRA's discriminator), ``contrastive`` and ``siglip`` (a dual-encoder's joint heads); ``base`` holds what they share (the loss, pooling, the dense ``Transform``).
+(ELECTRA's discriminator), ``contrastive`` and ``siglip`` (a dual-encoder's joint heads); ``base`` holds what they
+share (the loss, pooling, the dense ``Transform``).
 """
 
 from __future__ import annotations
