@@ -20,7 +20,7 @@ CASES = {
             ),
         ),
     },
-    "siglip-gelu-grayscale-two-heads": {
+    "siglip-gelu-quick-gelu-grayscale": {
         "family": "siglip",
         "hf_class": "SiglipModel",
         "config": dict(
@@ -33,7 +33,7 @@ CASES = {
                 image_size=12,
                 patch_size=3,
                 num_channels=1,
-                hidden_act="gelu_new",
+                hidden_act="quick_gelu",
                 layer_norm_eps=1e-5,
             ),
         ),

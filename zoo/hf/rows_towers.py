@@ -4,9 +4,10 @@ their weight names, and the config rows of one tower (``text_config``, ``vision_
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from .mapping import Rule
+from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Rule
 from .rows_classic import LEARNED, PRE_NORM, mha, mlp, width
 from .rows_neox import linear_rules
 from .table import Fixed, Key
@@ -39,7 +40,7 @@ def tower(config: str, family: str, heads: int, act: str, ffn: int, dims: int, l
     rows: tuple[Any, ...] = (
         *mha(key("num_attention_heads"), heads, key("attention_dropout"), 0.0),
         *PRE_NORM,
-        *mlp(key("hidden_act"), act, family),
+        *(named_as(row, act) for row in mlp(key("hidden_act"), act, family)),
         width(key("intermediate_size"), ffn, weight=up),
         LEARNED,
         Key(key("hidden_size"), "d_model", dims),
@@ -49,3 +50,11 @@ def tower(config: str, family: str, heads: int, act: str, ffn: int, dims: int, l
         Fixed("layer_groups", None),
     )
     return rows
+
+
+def named_as(row: Any, act: str) -> Any:
+    """The activation key ``row`` writing the family's own name ``act`` for the function it names (SigLIP's
+    ``gelu_pytorch_tanh``, not ``gelu_new``: the same formula, computed otherwise), other rows as they are."""
+    if not isinstance(row, Key) or row.path != "ffn.activation":
+        return row
+    return replace(row, write=lambda value: act if ACTIVATIONS[act] == value else HF_ACTIVATIONS[value])
