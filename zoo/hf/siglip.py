@@ -22,8 +22,7 @@ RULES = (
     Rule("vision_model.head.probe", "head.image_pool.probe"),
     *(Rule(f"vision_model.head.attention.in_proj_{p}", f"head.image_pool.in_proj_{p}") for p in ("weight", "bias")),
     *linear_rules("vision_model.head.", "head.image_pool.", *POOL),
-    Rule("logit_scale", "head.logit_scale"),
-    Rule("logit_bias", "head.logit_bias"),
+    *(Rule(start, f"head.{start}") for start in ("logit_scale", "logit_bias")),
 )
 
 
@@ -36,11 +35,10 @@ def projection(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]
     return {}
 
 
-def projection_size(recipe: Any, weights: Any) -> dict[str, Any]:
+def image_width(recipe: Any, weights: Any) -> dict[str, Any]:
     return {"text_config.projection_size": recipe.vision.d_model}
 
 
-STARTS = ("logit_scale", "logit_bias")
 TEXT = (
     *tower("text_config", "SigLIP", 12, "gelu_pytorch_tanh", 3072, 768, 12, 1e-6),
     Key("text_config.vocab_size", "vocab_size", 32000),
@@ -61,6 +59,10 @@ VISION = (
     Fixed("head.pool", "mean"),
     *tower("vision_config", "SigLIP", 12, "gelu_pytorch_tanh", 3072, 768, 12, 1e-6),
 )
+TAKEN = tuple(
+    f"head.{f}" for f in ("pool_heads", "pool_hidden", "pool_activation", "pool_eps", "logit_scale", "logit_bias")
+)
+"""Head fields the image tower's rows state, and the logits' starting values (which imported weights replace)."""
 USE_HEAD = "SiglipModel needs it: without the attention-pooling head its pooler_output is None and its forward fails"
 
 SIGLIP = family(
@@ -80,14 +82,8 @@ SIGLIP = family(
         *TEXT,
         *under("vision", VISION),
         Refused("vision_config.vision_use_head", lambda v: v is not False, USE_HEAD),
-        Computed("projection", {"text_config.projection_size": None}, (), projection, projection_size),
-        Computed(  # the image tower's rows state these; the logits' starting values are what weights replace
-            "from the image tower",
-            {},
-            tuple(f"head.{f}" for f in ("pool_heads", "pool_hidden", "pool_activation", "pool_eps", *STARTS)),
-            lambda config, recipe: {},
-            lambda recipe, weights: {},
-        ),
+        Computed("projection", {"text_config.projection_size": None}, (), projection, image_width),
+        Computed("image tower", {}, TAKEN, lambda config, recipe: {}, lambda recipe, weights: {}),
         Require("head.vision_width", lambda recipe: None),  # vision.d_model, which the architecture checks
     ),
 )
