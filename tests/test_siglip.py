@@ -171,3 +171,19 @@ def test_what_zoo_cannot_reproduce_is_refused_by_name(written, refused, tmp_path
     (tmp_path / "config.json").write_text(json.dumps(written))
     with pytest.raises(HFImportError, match=refused):
         hf_recipe(tmp_path)
+
+
+def test_zero_shot_prediction_ranks_a_siglip_models_captions(tmp_path):
+    image = pytest.importorskip("PIL.Image")
+    from zoo.predict import predict
+
+    torch.manual_seed(0)
+    zoo.save(zoo.build("siglip-tiny"), tmp_path / "model")
+    (tmp_path / "images").mkdir()
+    for i in range(2):
+        pixels = torch.randint(0, 256, (8, 8), generator=torch.Generator().manual_seed(i), dtype=torch.uint8)
+        image.fromarray(pixels.numpy(), mode="L").save(tmp_path / "images" / f"image-{i}.png")
+    result = predict(tmp_path / "model", [tmp_path / "images"], labels=["cat", "dog"])
+    assert result.task == "zero-shot-image-classification" and len(result.predictions) == 2
+    for prediction in result.predictions:
+        assert sum(c.probability for c in prediction.candidates) == pytest.approx(1.0, abs=1e-5)
