@@ -84,8 +84,8 @@ class ArchitectureConfig(ComponentConfig):
             errors.append(("embedding.width", "a factorized embedding feeds one stack (an encoder or a decoder)"))
         if recipe.vision is not None and "vision" not in self.towers:
             errors.append(("vision", f"an image tower belongs to a dual-encoder; a {recipe.architecture} has none"))
-        if getattr(recipe.head, "type", None) == "contrastive" and not self.towers:
-            errors.append(("head", "a contrastive head joins the two towers of an architecture: dual-encoder"))
+        if getattr(type(recipe.head), "joins_towers", False) and not self.towers:
+            errors.append(("head", f"a {recipe.head.type} head joins the two towers of an architecture: dual-encoder"))
         embeds_tokens = getattr(recipe.embedding, "token_input", True)
         if embeds_tokens != self.token_input:
             feeds = "token ids" if self.token_input else "images"
@@ -257,7 +257,7 @@ class VitConfig(ArchitectureConfig):
 
 class DualEncoderConfig(ArchitectureConfig):
     """Two towers: the recipe is the text tower, ``vision`` the image tower (a vit recipe whose head is left
-    unused); the ``contrastive`` head joins them."""
+    unused); a head that joins towers (``contrastive``: CLIP, ``siglip``) joins them."""
 
     type: Literal["dual-encoder"] = "dual-encoder"
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "contrastive"}}
@@ -308,20 +308,65 @@ class DualEncoderConfig(ArchitectureConfig):
         if isinstance(vision, dict) and isinstance(head, dict) and "vision_width" not in head:
             if isinstance(vision.get("d_model"), int):
                 data["head"] = {**head, "vision_width": vision["d_model"]}
+        if isinstance(vision, dict) and isinstance(data.get("head"), dict):
+            data["head"] = {**from_vision(data["head"], vision), **data["head"]}
 
     def check_recipe(self, recipe) -> list[tuple[str, str]]:
         errors = super().check_recipe(recipe)
-        if getattr(recipe.head, "type", None) != "contrastive":
-            errors.append(("head", f"a dual-encoder joins its towers with a contrastive head, not {recipe.head.type}"))
+        if not getattr(type(recipe.head), "joins_towers", False):
+            joins = "; heads that join towers: contrastive (CLIP), siglip"
+            errors.append(
+                ("head", f"a dual-encoder joins its towers with a contrastive head, not {recipe.head.type}{joins}")
+            )
         vision = recipe.vision
+        reads_cls = getattr(type(recipe.head), "reads_cls", False)
         if vision is not None and vision.architecture != "vit":
             errors.append(("vision.architecture", f"the image tower is a vit, not {vision.architecture}"))
-        elif vision is not None and getattr(vision.embedding, "cls_token", False) is not True:
-            errors.append(("vision.embedding.cls_token", "the contrastive head reads the image tower's [CLS] token"))
+        elif vision is not None and reads_cls and getattr(vision.embedding, "cls_token", False) is not True:
+            errors.append(
+                ("vision.embedding.cls_token", f"the {recipe.head.type} head reads the image tower's [CLS] token")
+            )
+        elif vision is not None:
+            for field, path in getattr(type(recipe.head), "from_vision", {}).items():
+                wanted = tower_value(vision, path)
+                if getattr(recipe.head, field) != wanted:
+                    errors.append(
+                        (
+                            f"head.{field}",
+                            f"must equal vision.{path} ({wanted!r}); leave it out (it is taken from there)",
+                        )
+                    )
         width = getattr(recipe.head, "vision_width", None)
         if vision is not None and width not in (None, vision.d_model):
             errors.append(("head.vision_width", f"must equal vision.d_model ({vision.d_model}); leave it out"))
         return errors
+
+
+def from_vision(head: dict[str, Any], vision: dict[str, Any]) -> dict[str, Any]:
+    """The fields a dual-encoder's head takes from its image tower (its config's ``from_vision``: head field ->
+    dotted path in the tower's recipe), where the tower's recipe states them."""
+    from zoo.plugins import get_registry
+
+    try:
+        config = get_registry().get("head", head.get("type", ""))
+    except Exception:  # noqa: BLE001 - an unknown head: its validation says so
+        return {}
+    out = {}
+    for field, path in getattr(config.config, "from_vision", {}).items():
+        value: Any = vision
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None:
+            out[field] = value
+    return out
+
+
+def tower_value(vision, path: str) -> Any:
+    """The value at dotted ``path`` of a validated image tower's recipe."""
+    value = vision
+    for part in path.split("."):
+        value = getattr(value, part, None)
+    return value
 
 
 def build_decoder(recipe, make: Make) -> nn.Module:

@@ -4,6 +4,9 @@
                                                                              cosine × exp(s) -> (N_i, N_t)
     images (N_i, C, H, W) -> vision: embedding, stack -> head: [CLS], project -/
 
+The head that joins the towers may be CLIP's (``contrastive``: [CLS], projections, cos · exp(s)) or SigLIP's
+(``siglip``: the text's final position, the image's attention pooling, cos · exp(s) + b, the sigmoid loss).
+
 Either tower runs alone: ``model(input_ids=...)`` gives the text vectors (N_t, P), ``model(images=...)`` the image
 vectors (N_i, P), as Hugging Face's ``get_text_features`` and ``get_image_features`` do; with both, ``logits`` holds
 every image's similarity with every text (``logits_per_image``), and ``text_embeds`` / ``image_embeds`` the

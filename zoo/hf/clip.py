@@ -8,27 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 from .mapping import Rule, Transform
-from .rows_classic import LEARNED, PRE_NORM, mha, mlp, width
 from .rows_neox import linear_rules
+from .rows_towers import IGNORED, TOWER_RULES, tower
 from .table import Computed, Fixed, Key, Require, Unread, family, under
 
 TOKEN = Transform("as a [CLS] token", lambda t: [t[0].view(1, 1, -1)], lambda t: [t[0].reshape(-1)])
 """CLIP keeps its class embedding as (E,); zoo's [CLS] token is (1, 1, E)."""
 
-LAYER = ("self_attn.q_proj attention.q_proj", "self_attn.k_proj attention.k_proj", "self_attn.v_proj attention.v_proj")
-LAYER += ("self_attn.out_proj attention.o_proj", "layer_norm1 attention_norm", "mlp.fc1 ffn.up_proj")
-LAYER += ("mlp.fc2 ffn.down_proj", "layer_norm2 ffn_norm")
-
 RULES = (
-    Rule("text_model.embeddings.token_embedding.weight", "text.embedding.token.weight"),
-    Rule("text_model.embeddings.position_embedding.weight", "text.positional.embedding.weight"),
-    *linear_rules("text_model.encoder.layers.{i}.", "text.blocks.{i}.", *LAYER),
-    *linear_rules("text_model.", "text.", "final_layer_norm final_norm"),
+    *TOWER_RULES,
     Rule("vision_model.embeddings.class_embedding", "vision.embedding.cls_token", TOKEN),
     Rule("vision_model.embeddings.patch_embedding.weight", "vision.embedding.proj.weight"),
-    Rule("vision_model.embeddings.position_embedding.weight", "vision.positional.embedding.weight"),
     *linear_rules("vision_model.", "vision.", "pre_layrnorm embed_norm", "post_layernorm final_norm"),
-    *linear_rules("vision_model.encoder.layers.{i}.", "vision.blocks.{i}.", *LAYER),
     Rule("text_projection.weight", "head.text_projection.weight"),
     Rule("visual_projection.weight", "head.visual_projection.weight"),
     Rule("logit_scale", "head.logit_scale"),
@@ -46,26 +37,8 @@ def text_pool_key(recipe: Any, weights: Any) -> dict[str, Any]:
     return {"text_config.eos_token_id": 2 if recipe.head.text_pool == "argmax" else recipe.head.eos_token_id}
 
 
-def tower(config: str, heads: int, act: str, ffn: int, dims: int, layers: int) -> tuple[Any, ...]:
-    """The rows of a tower's config (``text_config``, ``vision_config``), at the recipe's root."""
-    key = f"{config}.".__add__
-    up = "text.blocks.0.ffn.up_proj.weight" if config == "text_config" else "blocks.0.ffn.up_proj.weight"
-    return (
-        *mha(key("num_attention_heads"), heads, key("attention_dropout"), 0.0),
-        *PRE_NORM,
-        *mlp(key("hidden_act"), act, "CLIP"),
-        width(key("intermediate_size"), ffn, weight=up),
-        LEARNED,
-        Key(key("hidden_size"), "d_model", dims),
-        Key(key("num_hidden_layers"), "num_layers", layers),
-        Fixed("norm.type", "layernorm"),
-        Key(key("layer_norm_eps"), "norm.eps", 1e-5),
-        Fixed("layer_groups", None),
-    )
-
-
 TEXT = (
-    *tower("text_config", 8, "quick_gelu", 2048, 512, 12),
+    *tower("text_config", "CLIP", 8, "quick_gelu", 2048, 512, 12, 1e-5),
     Key("text_config.vocab_size", "vocab_size", 49408),
     Key("text_config.max_position_embeddings", "max_len", 77),
     Key("text_config.pad_token_id", "pad_token_id", 1),
@@ -90,7 +63,7 @@ VISION = (
     Fixed("embedding.bias", False),
     Fixed("head.type", "embedding"),
     Fixed("head.pool", "cls"),
-    *tower("vision_config", 12, "quick_gelu", 3072, 768, 12),
+    *tower("vision_config", "CLIP", 12, "quick_gelu", 3072, 768, 12, 1e-5),
     Fixed("embed_norm", True),  # pre_layrnorm, in place of PRE_NORM's none
     Unread("vision_config.projection_dim", "CLIPVisionModelWithProjection's; CLIPModel projects to projection_dim"),
 )
@@ -99,7 +72,7 @@ CLIP = family(
     "clip",
     classes=("CLIPModel",),
     rules=RULES,
-    ignored=("text_model.embeddings.position_ids", "vision_model.embeddings.position_ids"),
+    ignored=IGNORED,
     base_prefix="",
     head_prefixes=(),
     nested=("text_config", "vision_config"),

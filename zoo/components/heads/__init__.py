@@ -4,8 +4,9 @@ Every head has ``forward(h, *, mask=None)`` (``mask``: (N, L) bool, True on real
 ``loss(logits, labels)``; the model decides which positions the labels align with.
 
 The package holds one file per head, its module and its config: ``lm``, ``masked_lm``, ``classification`` (with
-the pooler it may apply, itself a head), ``token_classification``, ``embedding`` (sentence vectors) and ``rtd``
-(ELECTRA's discriminator); ``base`` holds what they share (the loss, pooling, the dense ``Transform``).
+the pooler it may apply, itself a head), ``token_classification``, ``embedding`` (sentence vectors), ``rtd``
+(ELECTRA's discriminator), ``contrastive`` and ``siglip`` (a dual-encoder's joint heads); ``base`` holds what they
+share (the loss, pooling, the dense ``Transform``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .embedding import EmbeddingHead, EmbeddingHeadConfig
 from .lm import LMHead, LMHeadConfig
 from .masked_lm import MaskedLMHead, MaskedLMHeadConfig
 from .rtd import ReplacedTokenHead, ReplacedTokenHeadConfig
+from .siglip import SiglipHead, SiglipHeadConfig
 from .token_classification import TokenClassificationHead, TokenClassificationHeadConfig
 
 __all__ = [
@@ -51,6 +53,8 @@ __all__ = [
     "EmbeddingHead",
     "ReplacedTokenHead",
     "ReplacedTokenHeadConfig",
+    "SiglipHead",
+    "SiglipHeadConfig",
     "EmbeddingHeadConfig",
     "_tying",
 ]
@@ -66,4 +70,5 @@ def register_components(register):
     register("head", "embedding", EmbeddingHead, EmbeddingHeadConfig)
     register("head", "contrastive", ContrastiveHead, ContrastiveHeadConfig)
     register("head", "rtd", ReplacedTokenHead, ReplacedTokenHeadConfig)
+    register("head", "siglip", SiglipHead, SiglipHeadConfig)
     register("head", "token_classification", TokenClassificationHead, TokenClassificationHeadConfig)

@@ -119,6 +119,11 @@ class ContrastiveHeadConfig(ComponentConfig):
     )
     logit_scale: float = Field(CLIP_LOGIT_SCALE, description="The log temperature's starting value.")
 
+    joins_towers: ClassVar[bool] = True
+    """The head joins a dual-encoder's two towers (the architecture checks that it has them)."""
+    reads_cls: ClassVar[bool] = True
+    """The head reads the image tower's [CLS] token."""
+
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"proj_dim": 8, "vision_width": 16, "text_pool": "argmax"},
         {"proj_dim": 8, "vision_width": 16, "text_pool": "last", "bias": True},
