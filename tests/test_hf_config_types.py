@@ -11,6 +11,7 @@ import pytest
 from zoo.errors import HFImportError
 from zoo.hf import FAMILIES, hf_recipe
 from zoo.hf.checks import EITHER, OBJECTS, POSITIVE, RANGES
+from zoo.hf.mapping import flatten, nest
 
 
 def first_cases():
@@ -57,7 +58,8 @@ def test_every_mistyped_key_is_refused_by_name(case, tmp_path):
     tried = 0
     for key in keys:
         for value in wrong_values(key, family.defaults.get(key)):
-            (tmp_path / "config.json").write_text(json.dumps({**base, key: value}))
+            config = nest({**flatten(base, family.nested), key: value}, family.nested)  # CLIP's keys in their config
+            (tmp_path / "config.json").write_text(json.dumps(config))
             tried += 1
             try:
                 hf_recipe(tmp_path)

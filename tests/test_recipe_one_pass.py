@@ -70,7 +70,7 @@ def test_a_boolean_for_a_number_does_not_hide_the_other_fields_errors():
     assert message("gpt-tiny", **{"ffn.hidden": True, "ffn.activation": "nope"}).endswith(
         "  override ffn.hidden=True: ffn.hidden: Input should be a number, not a boolean (got True)\n"
         "  override ffn.activation='nope': ffn.activation: Input should be 'relu', 'relu2', 'gelu', 'gelu_tanh', "
-        "'silu', 'xielu' or 'identity' "
+        "'quick_gelu', 'silu', 'xielu' or 'identity' "
         "(got 'nope')"
     )
 

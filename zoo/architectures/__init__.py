@@ -300,6 +300,10 @@ class DualEncoderConfig(ArchitectureConfig):
         },
     )
 
+    def stacks_of(self, recipe) -> list[tuple[str, bool]]:
+        """The text tower is causal where the head says so (CLIP's), so validation checks its blocks as built."""
+        return [("encoder", bool(getattr(recipe.head, "causal_text", False)))]
+
     def derive(self, data: dict[str, Any]) -> None:
         """The head's ``vision_width`` is the image tower's width; the text tower's positions are learned."""
         super().derive(data)

@@ -127,6 +127,7 @@ def ffn_by_ratio(family: str) -> tuple[Row, ...]:
             read=read,
             write=write,
             requires={"ffn": check},
+            conditional=("hidden_act",),  # the MLP's: SwiGLU's activation is always SiLU
         ),
         activation_option("hidden_act", family),
     )

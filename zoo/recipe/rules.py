@@ -84,13 +84,20 @@ def _check_token_ids(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
     return []
 
 
+def _stacks(arch: Any, recipe: Recipe) -> list[tuple[str, bool]]:
+    """(stack, causal) of each stack of the recipe's model: the architecture's, or what its ``stacks_of`` says of
+    this recipe (a dual-encoder's text tower is causal where its head says so)."""
+    stacks_of = getattr(arch, "stacks_of", None)
+    return stacks_of(recipe) if callable(stacks_of) else arch.stacks
+
+
 def _check_stacks(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
     """Every block of every stack (``_check_layers``), the positional encoding where it serves, and the routed
     experts of the model."""
     errors: Errors = []
     cross_stacks = set(getattr(arch, "cross_stacks", ()))
     experts: int | None = 0
-    for stack, causal in arch.stacks:
+    for stack, causal in _stacks(arch, recipe):
         try:
             layer_errors, ctx, stack_experts = _check_layers(recipe, registry, stack, causal, stack in cross_stacks)
         except FailedInput:  # the blocks of this stack rest on a field that failed (num_layers, layers)
