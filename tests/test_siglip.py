@@ -183,7 +183,20 @@ def test_zero_shot_prediction_ranks_a_siglip_models_captions(tmp_path):
     for i in range(2):
         pixels = torch.randint(0, 256, (8, 8), generator=torch.Generator().manual_seed(i), dtype=torch.uint8)
         image.fromarray(pixels.numpy(), mode="L").save(tmp_path / "images" / f"image-{i}.png")
-    result = predict(tmp_path / "model", [tmp_path / "images"], labels=["cat", "dog"])
+    labels = ["cat", "dog", "horse"]  # captions of two lengths: each padded to max_len, as SigLIP's processor pads
+    result = predict(tmp_path / "model", [tmp_path / "images"], labels=labels)
     assert result.task == "zero-shot-image-classification" and len(result.predictions) == 2
-    for prediction in result.predictions:
-        assert sum(c.probability for c in prediction.candidates) == pytest.approx(1.0, abs=1e-5)
+    model = zoo.load(tmp_path / "model").eval()
+    captions = torch.zeros(3, 64, dtype=torch.long)  # pad 0 up to max_len 64
+    for row, label in enumerate(labels):
+        ids = [0xFE, *f"a photo of a {label}".encode(), 0xFF]
+        captions[row, : len(ids)] = torch.tensor(ids)
+    mask = captions != 0
+    images = torch.stack(
+        [torch.tensor(list(image.open(tmp_path / "images" / f"image-{i}.png").getdata())) for i in range(2)]
+    )
+    with torch.no_grad():
+        probs = model(captions, images.view(2, 1, 8, 8) / 255.0, attention_mask=mask).logits.softmax(-1)
+    for row, prediction in zip(probs, result.predictions, strict=True):
+        got = {c.label: c.probability for c in prediction.candidates}
+        assert got == pytest.approx(dict(zip(labels, row.tolist(), strict=True)), abs=1e-6)

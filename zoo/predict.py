@@ -574,9 +574,11 @@ def _zero_shot(
         raise PredictError(f"a caption of {longest} tokens does not fit the text tower's {recipe.max_len} positions")
     from zoo.train.data import pad_to
 
+    # A head that reads the final position (SigLIP's) was trained on texts padded to max_len, as its processor pads.
+    length = recipe.max_len if getattr(recipe.head, "text_pool", None) == "final" and recipe.max_len else longest
     device, dtype = _device(model), next(model.parameters()).dtype
-    input_ids = pad_to(ids, recipe.pad_token_id or 0).to(device)
-    mask = (torch.arange(longest)[None] < torch.tensor([len(i) for i in ids])[:, None]).to(device)
+    input_ids = pad_to(ids, recipe.pad_token_id or 0, length).to(device)
+    mask = (torch.arange(length)[None] < torch.tensor([len(i) for i in ids])[:, None]).to(device)
     logits = model(input_ids, images.to(device, dtype), attention_mask=mask).logits  # (images, captions)
     probs = logits.float().softmax(-1).cpu()
     names = [label for label, _ in captions]
