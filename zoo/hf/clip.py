@@ -9,7 +9,7 @@ from typing import Any
 
 from .mapping import Rule, Transform
 from .rows_neox import linear_rules
-from .rows_towers import IGNORED, TOWER_RULES, tower
+from .rows_towers import IGNORED, TOWER_RULES, image_tower, tower
 from .table import Computed, Fixed, Key, Require, Unread, family, under
 
 TOKEN = Transform("as a [CLS] token", lambda t: [t[0].view(1, 1, -1)], lambda t: [t[0].reshape(-1)])
@@ -55,15 +55,7 @@ TEXT = (
     Unread("text_config.projection_dim", "CLIPTextModelWithProjection's; CLIPModel projects to projection_dim"),
 )
 VISION = (
-    Fixed("architecture", "vit"),
-    Key("vision_config.image_size", "image_size", 224),
-    Key("vision_config.patch_size", "patch_size", 32),
-    Key("vision_config.num_channels", "num_channels", 3),
-    Fixed("embedding.type", "patch"),
-    Fixed("embedding.bias", False),
-    Fixed("head.type", "embedding"),
-    Fixed("head.pool", "cls"),
-    *tower("vision_config", "CLIP", 12, "quick_gelu", 3072, 768, 12, 1e-5),
+    *image_tower("CLIP", 32, "quick_gelu", 1e-5, Fixed("embedding.bias", False), Fixed("head.pool", "cls")),
     Fixed("embed_norm", True),  # pre_layrnorm, in place of PRE_NORM's none
     Unread("vision_config.projection_dim", "CLIPVisionModelWithProjection's; CLIPModel projects to projection_dim"),
 )

@@ -10,7 +10,7 @@ from typing import Any
 from .mapping import ACTIVATIONS, HF_ACTIVATIONS, Rule
 from .rows_classic import LEARNED, PRE_NORM, mha, mlp, width
 from .rows_neox import linear_rules
-from .table import Fixed, Key
+from .table import Fixed, Key, Row
 
 LAYER = ("self_attn.q_proj attention.q_proj", "self_attn.k_proj attention.k_proj", "self_attn.v_proj attention.v_proj")
 LAYER += ("self_attn.out_proj attention.o_proj", "layer_norm1 attention_norm", "mlp.fc1 ffn.up_proj")
@@ -58,3 +58,18 @@ def named_as(row: Any, act: str) -> Any:
     if not isinstance(row, Key) or row.path != "ffn.activation":
         return row
     return replace(row, write=lambda value: act if ACTIVATIONS[act] == value else HF_ACTIVATIONS[value])
+
+
+def image_tower(family: str, patch: int, act: str, eps: float, *rows: Row) -> tuple[Row, ...]:
+    """The image tower's rows (``vision_config``), at the tower's root (``under("vision", ...)``): a vit of square
+    patches whose own head only marks it as a tower, its ``rows`` (the patch embedding's and the pooling's) between."""
+    return (
+        Fixed("architecture", "vit"),
+        Key("vision_config.image_size", "image_size", 224),
+        Key("vision_config.patch_size", "patch_size", patch),
+        Key("vision_config.num_channels", "num_channels", 3),
+        Fixed("embedding.type", "patch"),
+        Fixed("head.type", "embedding"),
+        *rows,
+        *tower("vision_config", family, 12, act, 3072, 768, 12, eps),
+    )

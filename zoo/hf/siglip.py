@@ -11,7 +11,7 @@ from zoo.errors import HFImportError
 
 from .mapping import Rule
 from .rows_neox import linear_rules
-from .rows_towers import IGNORED, TOWER_RULES, tower
+from .rows_towers import IGNORED, TOWER_RULES, image_tower, tower
 from .table import Computed, Fixed, Key, Refused, Require, Unread, family, under
 
 POOL = ("attention.out_proj out_proj", "layernorm layernorm", "mlp.fc1 up_proj", "mlp.fc2 down_proj")
@@ -48,16 +48,8 @@ TEXT = (
     Unread("text_config.bos_token_id", "a tokenizer setting: the text's first token, not part of the network"),
     Unread("text_config.eos_token_id", "a tokenizer setting: SigLIP reads the final position, not end-of-text"),
 )
-VISION = (
-    Fixed("architecture", "vit"),
-    Key("vision_config.image_size", "image_size", 224),
-    Key("vision_config.patch_size", "patch_size", 16),
-    Key("vision_config.num_channels", "num_channels", 3),
-    Fixed("embedding.type", "patch"),
-    Fixed("embedding.cls_token", False),
-    Fixed("head.type", "embedding"),
-    Fixed("head.pool", "mean"),
-    *tower("vision_config", "SigLIP", 12, "gelu_pytorch_tanh", 3072, 768, 12, 1e-6),
+VISION = image_tower(
+    "SigLIP", 16, "gelu_pytorch_tanh", 1e-6, Fixed("embedding.cls_token", False), Fixed("head.pool", "mean")
 )
 TAKEN = tuple(
     f"head.{f}" for f in ("pool_heads", "pool_hidden", "pool_activation", "pool_eps", "logit_scale", "logit_bias")
