@@ -12,7 +12,7 @@ from zoo.errors import HFImportError
 from .mapping import Rule
 from .rows_neox import linear_rules
 from .rows_towers import IGNORED, TOWER_RULES, image_tower, tower
-from .table import Computed, Fixed, Key, Refused, Require, Unread, family, under
+from .table import Computed, Fixed, Key, Refused, Unread, family, under
 
 POOL = ("attention.out_proj out_proj", "layernorm layernorm", "mlp.fc1 up_proj", "mlp.fc2 down_proj")
 RULES = (
@@ -74,8 +74,7 @@ SIGLIP = family(
         *TEXT,
         *under("vision", VISION),
         Refused("vision_config.vision_use_head", lambda v: v is not False, USE_HEAD),
-        Computed("projection", {"text_config.projection_size": None}, (), projection, image_width),
+        Computed("projection", {"text_config.projection_size": None}, ("head.vision_width",), projection, image_width),
         Computed("image tower", {}, TAKEN, lambda config, recipe: {}, lambda recipe, weights: {}),
-        Require("head.vision_width", lambda recipe: None),  # vision.d_model, which the architecture checks
     ),
 )
