@@ -23,6 +23,8 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.label import Label
 
+from .base import pool
+
 TextPool = Literal["eos", "argmax", "last"]
 
 CLIP_LOGIT_SCALE = 2.6592
@@ -70,10 +72,8 @@ class ContrastiveHead(nn.Module):
             index = input_ids.argmax(dim=-1)
         elif self.text_pool == "eos":
             index = (input_ids == self.eos_token_id).int().argmax(dim=-1)  # the first end-of-text token
-        elif mask is not None:
-            index = (mask.long() * torch.arange(1, h.shape[1] + 1, device=h.device)).argmax(dim=1)
-        else:
-            index = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
+        else:  # the last real token, as every head pools it
+            return self.text_projection(pool(h, mask, "last"))
         return self.text_projection(h[torch.arange(h.shape[0], device=h.device), index])
 
     def image_embeds(self, h: torch.Tensor) -> torch.Tensor:
