@@ -303,8 +303,13 @@ def barrier(env: Distributed) -> None:
         dist.barrier()
 
 
-def teardown(env: Distributed) -> None:
+def teardown(env: Distributed, finished: bool = False) -> None:
+    """End the process group this process joined. After a finished run every rank first waits for the others:
+    a rank that tears its connections down while a peer still sends (the last checkpoint's gather) can abort
+    that peer's process. After a failure there is no waiting, as a peer may be gone."""
     if env.owns_group and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
 
 

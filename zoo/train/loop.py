@@ -197,6 +197,7 @@ class Trainer(Checkpointing, Interruptible, Reporting, Tokenizing):
         force: bool = False,
     ) -> None:
         """``start``: how ``train()`` was called (None: ``recipe`` is the whole recipe, as given)."""
+        self.finished = False  # run() reached its last step: close() may wait for the other ranks
         if init_from is not None and resume:
             raise TrainError(INIT_AND_RESUME)
         self.allow_changes = allow_changes
@@ -471,6 +472,7 @@ class Trainer(Checkpointing, Interruptible, Reporting, Tokenizing):
                     self._emit("checkpoint", step, path=str(self.last_checkpoint))
                 raise self._interrupted(written=True)
         seconds = time.perf_counter() - started
+        self.finished = True
         self._emit("end", step, seconds=seconds, loss=last_loss, eval=eval_metrics, run_dir=str(self.run_dir))
         return TrainResult(self.run_dir, step, last_loss, eval_metrics, seconds, self.last_checkpoint, self.model)
 
@@ -481,4 +483,4 @@ class Trainer(Checkpointing, Interruptible, Reporting, Tokenizing):
         finally:  # the run's hold and the process group end even if the last metrics cannot be written
             if getattr(self, "lock", None) is not None:
                 self.lock.release()
-            dist.teardown(self.env)
+            dist.teardown(self.env, finished=self.finished)
