@@ -262,7 +262,8 @@ KINDS = {
 }
 """How each family is compared: ``decoder`` as a causal LM (padded logits at their real positions, greedy
 generation), ``encoder`` on right-padded rows (last hidden state and the head's output), ``seq2seq`` on a padded
-source (encoder output, logits, greedy generation), ``vision`` on random images."""
+source (encoder output, logits, greedy generation), ``vision`` on random images, ``speech`` on random log-mel
+frames (encoder output, logits)."""
 
 # The families added one file each: tests/hf_cases/<family>.py holds its cases (see tests/hf_cases/__init__.py).
 for _cases in hf_cases.modules():
@@ -352,6 +353,12 @@ def dual_inputs(config: Any) -> dict[str, torch.Tensor]:
     return text_and_images(text.vocab_size, text.eos_token_id, vision.image_size, vision.num_channels)
 
 
+def speech_features(config: Any, batch: int = 3) -> torch.Tensor:
+    """Random log-mel frames (N, num_mel_bins, 2 * max_source_positions): a speech encoder's whole input."""
+    shape = (batch, config.num_mel_bins, 2 * config.max_source_positions)
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+
+
 def max_differences(ref: Reference) -> dict[str, float]:
     """Max |HF - zoo| of each output the family compares, on a padded batch (real positions only)."""
     hf, model, kind = ref.hf, ref.model, KINDS[ref.case.family]
@@ -369,6 +376,14 @@ def max_differences(ref: Reference) -> dict[str, float]:
                 key: (getattr(out, hf_key) - getattr(zoo_out, key)).abs().max().item()
                 for key, hf_key in (("logits", "logits_per_image"), ("text_embeds",) * 2, ("image_embeds",) * 2)
             }
+        if kind == "speech":  # random log-mel frames, as many as the encoder's positions take
+            features = speech_features(config)
+            target = torch.randint(1, config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
+            target[:, 0] = decoder_start(config)
+            out = hf(input_features=features, decoder_input_ids=target)
+            zoo_out = model(features, target)
+            encoder = (out.encoder_last_hidden_state - zoo_out.encoder_hidden).abs().max().item()
+            return {"encoder": encoder, "logits": (out.logits - zoo_out.logits).abs().max().item()}
         ids, mask = padded_ids(config.vocab_size)
         if kind == "decoder":
             positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts the real tokens' positions
@@ -544,6 +559,8 @@ def test_round_trip_gives_back_the_checkpoint_bit_for_bit(ref, tmp_path):
         inputs["pixel_values"] = torch.randn(2, ref.hf.config.num_channels, size, size)
     if kind == "seq2seq":
         inputs["decoder_input_ids"] = inputs["input_ids"][:, :5]
+    if kind == "speech":
+        inputs = {"input_features": speech_features(ref.hf.config), "decoder_input_ids": inputs["input_ids"][:, :5]}
     with torch.no_grad():
         expected, actual = ref.hf(**inputs), reloaded(**inputs)
     key = "logits" if hasattr(expected, "logits") else "logits_per_image" if kind == "dual-encoder" else "pooler_output"

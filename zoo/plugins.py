@@ -56,6 +56,7 @@ ENTRY_POINT_GROUP = "zoo"
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.components.embedding",
+    "zoo.components.audio",
     "zoo.components.positional",
     "zoo.components.attention",
     "zoo.components.mla",

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from torch import nn
 
+from zoo.components.positional.none import NoPositionalConfig
 from zoo.config import ComponentConfig
 from zoo.hookspecs import hookimpl
 
@@ -58,6 +59,8 @@ class ArchitectureConfig(ComponentConfig):
     """Tiny recipes of this architecture: ``zoo.testing`` places every component's examples into them."""
     towers: ClassVar[tuple[str, ...]] = ()
     """Recipe fields holding a tower's recipe of its own (a dual-encoder's ``vision``)."""
+    encoder_input: ClassVar[bool] = False
+    """Its encoder may embed an input of its own (``encoder_embedding``: Whisper's audio front end)."""
     unused: ClassVar[tuple[str, ...]] = ()
     """Recipe fields (dotted: ``train.task``) this architecture never reads: a saved recipe leaves them out
     while they hold their default, so a decoder's recipe does not speak of image channels."""
@@ -82,6 +85,14 @@ class ArchitectureConfig(ComponentConfig):
         ]
         if getattr(recipe.embedding, "width", None) is not None and (len(self.stacks) > 1 or self.towers):
             errors.append(("embedding.width", "a factorized embedding feeds one stack (an encoder or a decoder)"))
+        if recipe.encoder_embedding is not None and not self.encoder_input:
+            errors.append(
+                (
+                    "encoder_embedding",
+                    f"an encoder's own input embedding belongs to an encoder-decoder; a {recipe.architecture} embeds "
+                    "its input with embedding: leave encoder_embedding out",
+                )
+            )
         if recipe.vision is not None and "vision" not in self.towers:
             errors.append(("vision", f"an image tower belongs to a dual-encoder; a {recipe.architecture} has none"))
         if getattr(type(recipe.head), "joins_towers", False) and not self.towers:
@@ -170,6 +181,7 @@ class EncoderDecoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "lm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False), ("decoder", True)]
     cross_stacks: ClassVar[tuple[str, ...]] = ("decoder",)
+    encoder_input: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
     unused: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_channels", "train.mask_prob")
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
@@ -396,11 +408,22 @@ def build_encoder(recipe, make: Make) -> nn.Module:
 
 
 def build_encoder_decoder(recipe, make: Make) -> nn.Module:
-    """T5-like encoder-decoder with cross-attention."""
+    """T5-like encoder-decoder with cross-attention; with ``encoder_embedding`` (Whisper's audio front end) the
+    encoder embeds its own input, and adds no positions where that embedding adds its own."""
     ctx = recipe.context(stack="decoder", causal=True)
+    source = recipe.encoder_embedding
+    if source is None:
+        encoder = TransformerStack(**stack_parts(recipe, make, stack="encoder", causal=False))
+    else:
+        own = getattr(type(source), "own_positions", False)  # the encoder stack adds none of its own
+        source_recipe = recipe.model_copy(update={"positional": NoPositionalConfig()}) if own else recipe
+        encoder = Tower(
+            embedding=make("embedding", source, source_recipe.context(stack="encoder")),
+            **stack_parts(source_recipe, make, stack="encoder", causal=False),
+        )
     return EncoderDecoderModel(
         embedding=make("embedding", recipe.embedding, ctx),
-        encoder=TransformerStack(**stack_parts(recipe, make, stack="encoder", causal=False)),
+        encoder=encoder,
         decoder=TransformerStack(**stack_parts(recipe, make, stack="decoder", causal=True, cross=True)),
         head=make("head", recipe.head, ctx),
         max_len=recipe.max_len,

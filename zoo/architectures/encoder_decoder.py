@@ -60,15 +60,27 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         tie(head, embedding)
         self._aux_modules = collect_aux_losses(self)
 
+    @property
+    def encodes_features(self) -> bool:
+        """The encoder embeds features of its own (Whisper's log-mel frames, (N, M, T)), not token ids."""
+        return not getattr(getattr(self.encoder, "embedding", None), "token_input", True)
+
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Source ids (N, S) -> encoder output (N, S, E)."""
+        """Source ids (N, S), or the features of an encoder that embeds its own (N, M, T) -> encoder output
+        (N, S, E)."""
         return self.encoder.run(**self._encoder_inputs(input_ids, attention_mask))
 
     def _encoder_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> dict[str, Any]:
-        """The encoder stack's arguments for source ids (N, S): embeddings, positions and mask."""
+        """The encoder stack's arguments for its source: embeddings, positions and mask. An encoder with an
+        embedding of its own (``encoder_embedding``) embeds the source itself; features have no padding mask."""
+        own = getattr(self.encoder, "embedding", None)
+        x = (own or self.embedding)(input_ids)
+        if self.encodes_features:
+            if attention_mask is not None:
+                raise ValueError("the encoder embeds features (N, M, T), which take no attention_mask: leave it out")
+            return {"x": x, "positions": positions_for(x.shape[1], 0, x.device), "mask": None}
         mask = build_mask(input_ids.shape[1], attention_mask, causal=False, device=input_ids.device)
-        positions = stack_positions(self.encoder, input_ids, 0)
-        return {"x": self.embedding(input_ids), "positions": positions, "mask": mask}
+        return {"x": x, "positions": stack_positions(self.encoder, input_ids, 0), "mask": mask}
 
     def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: the decoder sees the start token then the targets, one step behind (an ignored label,

@@ -41,6 +41,10 @@ def recipe_json_schema() -> dict[str, Any]:
         block=(BlockConfig | None, Field(None, description="How each block meets the residual stream.")),
         norm_position=(NormPosition | None, Field(None, description="Short for block.norm_position.")),
         vision=(dict[str, Any] | None, Field(None, description=Recipe.model_fields["vision"].description)),
+        encoder_embedding=(
+            union("embedding") | None,
+            Field(None, description=Recipe.model_fields["encoder_embedding"].description),
+        ),
         **{k: (union(k) | None, None) if k in ARCHITECTURE_DEFAULTS else (union(k), ...) for k in COMPONENT_FIELDS},
     )
     schema = variant.model_json_schema()
@@ -69,6 +73,7 @@ def recipe_json_schema() -> dict[str, Any]:
 
     for kind in COMPONENT_FIELDS:
         point(schema["properties"], kind, kind, nullable=kind in ARCHITECTURE_DEFAULTS)
+    point(schema["properties"], "encoder_embedding", "embedding", nullable=True)
     for kind in LAYER_FIELDS:
         point(defs["LayerOverride"]["properties"], kind, kind, nullable=True)
     for members in configs.values():

@@ -72,7 +72,7 @@ def _failing(recipe: Recipe, fields: set[str]) -> Recipe:
         return recipe
     copy = recipe.model_copy()
     for name in fields:
-        copy.__dict__[name] = FailedSpec() if name in COMPONENT_FIELDS else FailedValue(name)
+        copy.__dict__[name] = FailedSpec() if name in (*COMPONENT_FIELDS, "encoder_embedding") else FailedValue(name)
     return copy
 
 
@@ -150,12 +150,13 @@ def _check_seq_len(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
 
 
 def _check_ends(recipe: Recipe, registry: Registry, arch: Any) -> Errors:
-    """The embedding's and the head's ``check``, at the model's first block."""
+    """The embeddings' and the head's ``check``, at the model's first block."""
     head_ctx = recipe.context()
     errors: Errors = []
-    for kind in ("embedding", "head"):
-        config = getattr(recipe, kind)
-        errors.extend((kind, m) for m in _attempt(config.check, head_ctx, who=_owner(registry, kind, config)))
+    for field, kind in (("embedding", "embedding"), ("encoder_embedding", "embedding"), ("head", "head")):
+        config = getattr(recipe, field)
+        if config is not None:
+            errors.extend((field, m) for m in _attempt(config.check, head_ctx, who=_owner(registry, kind, config)))
     return errors
 
 

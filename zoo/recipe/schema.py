@@ -22,7 +22,17 @@ from .training import TrainConfig
 
 COMPONENT_FIELDS: tuple[str, ...] = ("embedding", "positional", "attention", "norm", "ffn", "head")
 LAYER_FIELDS: tuple[str, ...] = ("attention", "norm", "ffn")
-SHAPE_FIELDS_SKIPPED = ("name", "description", "architecture", "layers", "expect", "hf_family", "train", "vision")
+SHAPE_FIELDS_SKIPPED = (
+    "name",
+    "description",
+    "architecture",
+    "layers",
+    "expect",
+    "hf_family",
+    "train",
+    "vision",
+    "encoder_embedding",
+)
 
 Component = SerializeAsAny[ComponentConfig]
 
@@ -101,6 +111,11 @@ class Recipe(StrictNumbers):
     norm: Component
     ffn: Component
     head: Component
+    encoder_embedding: Component | None = Field(
+        None,
+        description="An encoder-decoder's encoder input when it is not the decoder's tokens: an embedding of its own "
+        "(Whisper's audio front end, type: audio), which adds its own positions; default the shared token embedding.",
+    )
     layers: list[LayerOverride] = Field(
         default_factory=list, max_length=MAX_LAYERS, description="Per-layer component overrides."
     )

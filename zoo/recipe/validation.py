@@ -87,18 +87,20 @@ def validate_recipe(
             errors.append(("architecture", f"architecture '{arch_name}' (plugin '{arch.plugin}') raised {raised(exc)}"))
             arch = None
 
-    def check(kind: str, container: dict[str, Any], path: str) -> None:
-        if kind not in container or container[kind] is None:
+    def check(kind: str, container: dict[str, Any], path: str, key: str | None = None) -> None:
+        key = key or kind
+        if key not in container or container[key] is None:
             return
-        config, stand_in = _validate_spec(registry, kind, container[kind], path, errors)
+        config, stand_in = _validate_spec(registry, kind, container[key], path, errors)
         if config is None:
             failed.add(path)
-            container[kind] = stand_in if stand_in is not None else FailedSpec()
+            container[key] = stand_in if stand_in is not None else FailedSpec()
         else:
-            container[kind] = config
+            container[key] = config
 
     for kind in COMPONENT_FIELDS:
         check(kind, data, kind)
+    check("embedding", data, "encoder_embedding", "encoder_embedding")
     parts: dict[str, Any] = {}  # what validated of block and train when they failed, for the rules
     _check_block(data, errors, failed, parts)
     _check_train(data, errors, failed, parts)
