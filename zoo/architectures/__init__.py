@@ -98,7 +98,16 @@ class ArchitectureConfig(ComponentConfig):
         if getattr(type(recipe.head), "joins_towers", False) and not self.towers:
             errors.append(("head", f"a {recipe.head.type} head joins the two towers of an architecture: dual-encoder"))
         embeds_tokens = getattr(recipe.embedding, "token_input", True)
-        if embeds_tokens != self.token_input:
+        field = getattr(type(recipe.embedding), "recipe_field", "embedding")
+        if field != "embedding":
+            errors.append(
+                (
+                    "embedding",
+                    f"embedding '{recipe.embedding.type}' embeds an encoder's own input: give it as {field} (an "
+                    "encoder-decoder's), and keep embedding for the tokens",
+                )
+            )
+        elif embeds_tokens != self.token_input:
             feeds = "token ids" if self.token_input else "images"
             errors.append(
                 (

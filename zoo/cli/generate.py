@@ -15,8 +15,15 @@ from .train import EXIT_INTERRUPTED, TrainDevice
 def generate(
     run_dir: Annotated[Path, typer.Argument(help="A run, checkpoint, model or Hugging Face folder (see zoo.locate).")],
     prompt: Annotated[
-        list[str], typer.Option("--prompt", metavar="TEXT", help="Text to continue (or translate); repeatable.")
-    ],
+        list[str] | None,
+        typer.Option("--prompt", metavar="TEXT", help="Text to continue (or translate); repeatable."),
+    ] = None,
+    audio: Annotated[
+        Path | None,
+        typer.Option(
+            "--audio", metavar="WAV", help="Transcribe a 16 kHz wav file (a model that hears audio: Whisper)."
+        ),
+    ] = None,
     max_new_tokens: Annotated[
         int, typer.Option("--max-new-tokens", "--new", help="Most tokens to add (1 to 2^20).")
     ] = 200,
@@ -81,8 +88,15 @@ def generate(
         from zoo.builder import resolve_kernel
 
         resolve_kernel(kernel)  # an unknown kernel is refused before the run is loaded
+    if (audio is None) == (not prompt):
+        raise ArgumentError("give --prompt TEXT (text in) or --audio WAV (a wav file to transcribe), one of them")
+    if audio is not None and (draft is not None or chat):
+        raise ArgumentError("--audio decodes the audio's tokens alone: leave out --draft and --chat")
     run = load_run(run_dir, device=pick_device(device.value))
     _said_what_was_read(run_dir)
+    if audio is not None:
+        _transcribe(run, audio, stats, **_settings(max_new_tokens, temperature, top_k, top_p, seed, no_cache))
+        return
     if draft is not None:
         _speculative(
             run,
@@ -223,6 +237,32 @@ def _stream(pieces: Any, prompt: str) -> Any:
         pieces.close()
         write.end()
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _settings(max_new_tokens: int, temperature: float, top_k: Any, top_p: Any, seed: Any, no_cache: bool) -> dict:
+    return dict(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        use_cache=not no_cache,
+    )
+
+
+def _transcribe(run: Any, wav: Path, stats: bool, **settings: Any) -> None:
+    """The tokens a model that hears audio decodes from a wav file: their text, or their ids without a tokenizer."""
+    from rich.markup import escape
+
+    from zoo.generate.audio import transcribe
+
+    from .render import console
+
+    tokens, text, st = transcribe(run, wav, **settings)
+    shown = text if text is not None else "tokens: " + " ".join(str(t) for t in tokens)
+    console().print(f"[dim]{escape(str(wav))} -> [/dim][bold]{escape(shown)}[/bold]")
+    if stats:
+        console().print(f"{st.new_tokens} new tokens, {st.tokens_per_s:,.1f} tokens/s")
 
 
 def _said_what_was_read(path: Path) -> None:

@@ -89,6 +89,8 @@ class AudioEmbeddingConfig(ComponentConfig):
     type: Literal["audio"] = "audio"
     token_input: ClassVar[bool] = False
     """It embeds audio features, not token ids."""
+    recipe_field: ClassVar[str] = "encoder_embedding"
+    """Where a recipe puts it: an encoder-decoder's encoder input (the decoder's stays the token embedding)."""
     own_positions: ClassVar[bool] = True
     """It adds the positions of its frames itself: the stack it feeds has no positional encoding."""
     num_mel_bins: int = Field(80, ge=1, le=MAX_WIDTH, description="Mel channels of each input frame (Whisper: 80).")
@@ -101,6 +103,7 @@ class AudioEmbeddingConfig(ComponentConfig):
     )
 
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({"num_mel_bins": 8, "frames": 8},)
+    """In the encoder-decoder's tiny recipe, as its ``encoder_embedding``: the contract feeds 16 mel frames."""
 
     def check(self, ctx: BuildContext) -> list[str]:
         if ctx.d_model % 2 or ctx.d_model < 4:

@@ -76,7 +76,8 @@ def generate(
 
     Args:
         model: a zoo decoder or encoder-decoder model (``zoo.build`` / ``zoo.load`` / ``load_run``).
-        prompts: token ids, one sequence per row (a list of lists, or an (N, P) tensor without padding).
+        prompts: token ids, one sequence per row (a list of lists, or an (N, P) tensor without padding); for a
+            model whose encoder hears audio (Whisper), its log-mel features (N, M, T) (``zoo.generate.audio``).
         max_new_tokens: the most tokens to add to each row.
         temperature, top_k, top_p: sampling (see ``sample_next``); temperature 0 is greedy.
         seed: seeds the sampling generator (same seed, same tokens).
@@ -142,7 +143,10 @@ def generate_steps(
     check_generation(max_new_tokens, temperature, top_k, top_p, seed)
     backend = compile_backend(compile, static_cache, use_cache)
     chosen = resolve_kernel(kernel) if kernel is not None else None
-    if isinstance(prompts, torch.Tensor):
+    features = getattr(model, "encodes_features", False)  # Whisper: the sources are log-mel frames (N, M, T)
+    if features and not (isinstance(prompts, torch.Tensor) and prompts.dim() == 3 and prompts.is_floating_point()):
+        raise TrainError("this model's encoder hears audio: give its log-mel features, a float tensor (N, M, T)")
+    if isinstance(prompts, torch.Tensor) and not features:
         prompts = prompts.tolist()
     if not hasattr(model, "new_cache"):
         raise TrainError(f"{type(model).__name__} does not generate text: use a decoder or encoder-decoder model")
@@ -173,7 +177,7 @@ def generate_steps(
     produced = max(len(t) for t in tokens) if tokens else 0
     done = sum(len(t) for t in tokens)
     first = times[0]
-    prompt_tokens = max(len(p) for p in prompts)
+    prompt_tokens = (prompts.shape[-1] + 1) // 2 if features else max(len(p) for p in prompts)
     steps_taken = [b - a for a, b in zip(times, times[1:], strict=False)]  # step i decodes token i + 1
     window = min(16, max(1, len(steps_taken) // 4))
     early, late = steps_taken[:window], steps_taken[-window:]
@@ -389,11 +393,14 @@ def _decoder_steps(model, prompts, max_new_tokens, use_cache, pad, device, decod
 def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, device, decode):
     """Coroutine of an encoder-decoder, yielding as ``_decoder_steps``: the source is encoded once, and the
     decoder starts from its start token."""
-    src, src_mask = _right_pad(sources, pad, device)  # (N, S)
+    if getattr(model, "encodes_features", False):  # log-mel frames (N, M, T): no padding, no mask
+        src, src_mask = sources.to(device, next(model.parameters()).dtype), None
+    else:
+        src, src_mask = _right_pad(sources, pad, device)  # (N, S)
+        _check_length(model, src.shape[1], "the source")
+        src_mask = None if bool(src_mask.all()) else src_mask
     n = src.shape[0]
-    _check_length(model, src.shape[1], "the source")
     _check_length(model, max_new_tokens + 1, "max_new_tokens", context=False)
-    src_mask = None if bool(src_mask.all()) else src_mask
     encoded = model.encode(src, src_mask)  # (N, S, E), once
     start = torch.full((n, 1), model.decoder_start_token_id, dtype=torch.long, device=device)
     if use_cache:

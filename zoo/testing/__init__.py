@@ -91,7 +91,18 @@ class Case:
 
     @property
     def token_input(self) -> bool:
-        return self.architecture_config().token_input
+        """Token ids in, to every stack (an encoder that hears audio, ``encoder_embedding: audio``, takes none)."""
+        return self.architecture_config().token_input and self.source_features is None
+
+    @property
+    def source_features(self) -> Any:
+        """The encoder's own embedding where it embeds features (Whisper's log-mel frames), else None."""
+        from zoo.recipe import load_recipe
+
+        if not self.recipe.get("encoder_embedding"):
+            return None
+        own = load_recipe(self.recipe).encoder_embedding
+        return own if not getattr(type(own), "token_input", True) else None
 
     @property
     def seq2seq(self) -> bool:
@@ -150,13 +161,20 @@ def _unpositioned(kind: str, name: str, recipe: dict[str, Any]) -> bool:
 
 
 def _placements(kind: str, name: str, options: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
+    """The tiny recipe of each architecture with the component in its place: the field of its kind, or the one its
+    config names (``recipe_field``: an audio front end is an encoder-decoder's ``encoder_embedding``)."""
+    from zoo.plugins import get_registry
+
     spec = {"type": name, **options}
     for arch, base in _tiny_recipes():
         recipe = copy.deepcopy(base)
+        field = getattr(get_registry().get(kind, name).config, "recipe_field", kind) if kind != "block" else kind
         if kind == "block":
             recipe["block"] = dict(options)
+        elif field != kind and not get_registry().get("architecture", arch).config.encoder_input:
+            continue  # a component of a field of its own (an encoder's audio front end) that this architecture lacks
         else:
-            recipe[kind] = spec
+            recipe[field] = spec
             if _unpositioned(kind, name, recipe):
                 recipe["positional"] = "none"
         yield arch, recipe
@@ -240,6 +258,10 @@ def _tokens(case: Case, length: int = L, seed: int = 1) -> torch.Tensor:
 
 
 def _inputs(case: Case) -> dict[str, torch.Tensor]:
+    features = case.source_features
+    if features is not None:  # an encoder that hears audio: random log-mel frames (N, M, 2 L)
+        frames = torch.randn(N, features.num_mel_bins, 2 * L, generator=torch.Generator().manual_seed(1))
+        return {"input_ids": frames, "decoder_input_ids": _tokens(case, seed=2)}
     if not case.token_input:
         r = case.recipe
         size = (N, r.get("num_channels", 3), r["image_size"], r["image_size"])
