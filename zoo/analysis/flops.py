@@ -86,6 +86,11 @@ def flop_estimate(plan: Iterable[Part], *, seq_len: int, batch: int = 1) -> Flop
             tokens = 1 if cost.per_sequence else part.tokens
             per_sequence += tokens * 2 * cost.matmul + part.tokens * 2 * 2 * keys * cost.score_width
             continue
+        if part.context is not None:  # cross-attention over a fixed-length encoder: its keys, projected once each
+            per_token += 2 * (cost.matmul - part.context_matmul)
+            per_sequence += part.context * 2 * part.context_matmul
+            attention += 2 * 2 * part.context * cost.score_width
+            continue
         if cost.per_sequence:
             per_sequence += 2 * cost.matmul
         else:

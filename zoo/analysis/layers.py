@@ -43,13 +43,15 @@ class LayerTable:
 
 
 def input_family(model: nn.Module) -> str | None:
-    """``text+images`` (a dual-encoder), ``images``, ``source+target``, ``tokens`` or None, from the names
-    ``model.forward`` takes."""
+    """``text+images`` (a dual-encoder), ``images``, ``features+target`` (an encoder that hears audio),
+    ``source+target``, ``tokens`` or None, from the names ``model.forward`` takes."""
     names = inspect.signature(model.forward).parameters
     if "images" in names and "input_ids" in names:
         return "text+images"
     if "images" in names:
         return "images"
+    if "decoder_input_ids" in names and getattr(model, "encodes_features", False):
+        return "features+target"
     if "decoder_input_ids" in names:
         return "source+target"
     if "input_ids" in names:
@@ -81,6 +83,11 @@ def example_inputs(model: nn.Module, recipe: Recipe, *, batch: int, seq_len: int
         return {"images": images(recipe)}
     if family == "text+images":  # a dual-encoder: as many texts as images, each tower its own inputs
         return {"input_ids": ids(), "images": images(recipe.vision)}
+    if family == "features+target":  # an encoder that hears audio: its whole window of log-mel frames
+        audio = recipe.encoder_embedding
+        size, dtype = (batch, audio.num_mel_bins, 2 * audio.frames), next(model.parameters()).dtype
+        features = torch.empty(size, dtype=dtype, device=device) if meta else torch.randn(size, generator=generator)
+        return {"input_ids": features.to(device=device, dtype=dtype), "decoder_input_ids": ids()}
     if family == "source+target":
         return {"input_ids": ids(), "decoder_input_ids": ids()}
     if family == "tokens":

@@ -39,7 +39,12 @@ class Part:
     """An attention over the encoder output."""
     tokens: int | None = None
     """The tokens it sees per sequence where that is fixed and not the model's sequence length: the patches (and
-    [CLS]) of a dual-encoder's image tower."""
+    [CLS]) of a dual-encoder's image tower, the frames of an audio encoder."""
+    context: int | None = None
+    """A cross-attention's keys where the encoder's length is fixed (an audio encoder's frames): it scores that
+    many keys and projects that many keys and values once per sequence (``context_matmul``)."""
+    context_matmul: int = 0
+    """Of ``cost.matmul``, the weight elements multiplied per context token (the key and value projections)."""
 
     @property
     def layer(self) -> str:
@@ -56,6 +61,8 @@ def model_parts(model: nn.Module | str | Path | Mapping[str, Any]) -> list[Part]
     parts, seen = [], set()
     decodes = callable(getattr(model, "new_cache", None))  # a model that never decodes caches nothing
     images = tuple(f"{tower}." for tower in getattr(model, "image_towers", ()))
+    fixed = model.tower_tokens() if callable(getattr(model, "tower_tokens", None)) else {}  # prefix -> tokens
+    context = next((n for prefix, n in fixed.items() if prefix == "encoder."), None)  # what cross-attention reads
     for path, made in getattr(model, "zoo_components", {}).items():
         if made.kind == "architecture" or made.nested or made.config is None or made.ctx is None:
             continue
@@ -65,8 +72,12 @@ def model_parts(model: nn.Module | str | Path | Mapping[str, Any]) -> list[Part]
             cost = replace(cost, params=0, active=0)
         seen |= held
         tokens = made.ctx.max_len if path.startswith(images) else None
+        tokens = next((n for prefix, n in fixed.items() if path.startswith(prefix)), tokens)
         causal = made.ctx.causal and decodes
-        parts.append(Part(path, made.kind, made.name, cost, causal=causal, cross=made.ctx.cross, tokens=tokens))
+        part = Part(path, made.kind, made.name, cost, causal=causal, cross=made.ctx.cross, tokens=tokens)
+        if made.ctx.cross and context is not None and cost is not None:
+            part = replace(part, context=context, context_matmul=2 * made.ctx.d_model * cost.kv_width)
+        parts.append(part)
     return parts + held_parts(model, seen)
 
 

@@ -139,6 +139,12 @@ def example_batch(recipe: Recipe, objective: str, batch: int, seq_len: int) -> d
             "images": torch.zeros(batch, channels, size, size),
             "labels": torch.zeros(batch, dtype=torch.long),
         }
+    audio = recipe.encoder_embedding
+    if objective == "seq2seq" and audio is not None and not getattr(type(audio), "token_input", True):
+        return {  # an encoder that hears audio: its whole window of log-mel frames, then the target's tokens
+            "input_ids": torch.zeros(batch, audio.num_mel_bins, 2 * audio.frames),
+            "labels": torch.zeros(batch, seq_len + 1, dtype=torch.long),
+        }
     if objective == "seq2seq":
         return {
             "input_ids": torch.zeros(batch, seq_len, dtype=torch.long),

@@ -74,6 +74,9 @@ class Serving:
     """Sequences of ``seq_len`` tokens whose KV caches fit beside the weights on all devices together."""
     decode_tokens_per_s: float | None
     """The memory-bandwidth roofline of decoding that many sequences: weights and caches read once per token."""
+    cross_bytes_per_sequence: int = 0
+    """An encoder-decoder's cross-attention cache of one sequence: the keys and values of its source (an audio
+    encoder's whole window of frames; else a source as long as the target)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,8 +172,10 @@ def _serving(trace: StepTrace, acc: Accelerator, gpus: int, seq_len: int) -> Ser
         return Serving(weights, None, seq_len, None, None)
     usable = gpus * max(0.0, acc.memory_bytes - (CONTEXT if acc.gpu else 0)) * (1 - (RESERVE if acc.gpu else 0))
     free = usable - weights
-    per_sequence = per_token * seq_len + (est.state_bytes_per_sequence or 0)
+    source = next((p.context for p in trace.parts if p.cross and p.context is not None), seq_len)
+    cross = (est.cross_kv_bytes_per_source_token or 0) * source
+    per_sequence = per_token * seq_len + (est.state_bytes_per_sequence or 0) + cross
     sequences = max(0, int(free // per_sequence)) if per_sequence else 0
     read = weights + sequences * per_sequence
     decode = sequences / (read / (gpus * acc.bandwidth)) if sequences else 0.0
-    return Serving(weights, per_token, seq_len, sequences, decode)
+    return Serving(weights, per_token, seq_len, sequences, decode, cross)

@@ -65,6 +65,11 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         """The encoder embeds features of its own (Whisper's log-mel frames, (N, M, T)), not token ids."""
         return not getattr(getattr(self.encoder, "embedding", None), "token_input", True)
 
+    def tower_tokens(self) -> dict[str, int]:
+        """Stacks whose length is fixed, whatever the target's (module prefix -> tokens): an encoder that hears
+        audio always takes its whole window of frames (Whisper's 1500), as transformers' Whisper requires."""
+        return {"encoder.": self.encoder.embedding.frames} if self.encodes_features else {}
+
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Source ids (N, S), or the features of an encoder that embeds its own (N, M, T) -> encoder output
         (N, S, E)."""

@@ -260,6 +260,8 @@ def _serving(p: Any) -> Any:
         t.add_row("KV cache", "none (not a generative decoder)")
         return t
     t.add_row("KV cache per token", f"{s.kv_bytes_per_token:,} B")
+    if s.cross_bytes_per_sequence:
+        t.add_row("cross-attention cache per sequence (its source)", size(s.cross_bytes_per_sequence))
     t.add_row(f"concurrent sequences of {s.seq_len:,} tokens that fit", f"{s.sequences:,}")
     if s.decode_tokens_per_s:
         t.add_row("decoding roofline (bandwidth), tokens/s", short(s.decode_tokens_per_s))

@@ -117,6 +117,10 @@ class AudioEmbeddingConfig(ComponentConfig):
         params = 3 * M * E + E + 3 * E * E + E + self.frames * E
         return Cost(params=params, matmul=2 * 3 * M * E + 3 * E * E, acts=2 * M + 2 * E)
 
+    def input_text(self, ctx: BuildContext) -> str:
+        """What it takes, as ``zoo draw`` writes under it."""
+        return f"log-mel frames {self.num_mel_bins} × {2 * self.frames}"
+
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
         M, E = self.num_mel_bins, ctx.d_model
         lines = [f"{M} mel → conv 3 → {E}, GELU", f"conv 3 / 2 → {E}, GELU", f"+ sinusoidal positions ({self.frames})"]

@@ -140,7 +140,8 @@ def describe(model: Any) -> tuple[list[Stack], list[str]]:
         embed_norm, final_norm = own.get("embed_norm"), own.get("final_norm")
         own_embedding = own.get("embedding") if prefix else None  # a stack of its own embeds its own input
         used |= {p for p, _ in filter(None, (positional, embed_norm, final_norm, own_embedding))}
-        sharers = names if len(blocks) > 1 and own_embedding is None and not in_sequence else []
+        sharing = [name for p, name in zip(blocks, names, strict=True) if not p or f"{p}embedding" not in top]
+        sharers = sharing if len(sharing) > 1 and own_embedding is None and not in_sequence else []
         entry = own_embedding or (embedding if n == 0 or not in_sequence else None)
         last = n == len(blocks) - 1
         if in_sequence and last and final_norm is None and "final_norm" in top:
@@ -167,7 +168,8 @@ def describe(model: Any) -> tuple[list[Stack], list[str]]:
             causal=any(m.ctx is not None and m.ctx.causal for c in by_index.values() for _, m in c.values()),
             after=[_label(p, m, model) for p, m in after] if in_sequence else [],
         )
-        if positional and _style(positional[1]) == "none" and stack.embedding is not None:
+        own_positions = entry is not None and getattr(type(entry[1].config), "own_positions", False)
+        if positional and _style(positional[1]) == "none" and stack.embedding is not None and not own_positions:
             stack.embedding.lines.append("no positional encoding")
         if last and head is not None:
             stack.head = _label(*head, model)
@@ -311,6 +313,9 @@ def _label(path: str, m: Any, model: Any, *, note: str | None = None, more: tupl
 
 
 def _input_text(m: Any, several: bool, has_cross: bool) -> str:
+    says = getattr(m.config, "input_text", None) if m is not None else None
+    if callable(says):  # an embedding that says what it takes (an audio front end: its log-mel frames)
+        return says(m.ctx)
     if m is not None and not getattr(type(m.config), "token_input", True):
         ctx = m.ctx
         return f"image {ctx.num_channels} × {ctx.image_size} × {ctx.image_size}"
