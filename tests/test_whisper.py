@@ -209,3 +209,42 @@ def test_the_cli_says_what_to_give(tmp_path):
     result = runner.invoke(app, ["generate", str(tmp_path)])
     assert result.exit_code != 0
     assert "give --prompt TEXT (text in) or --audio WAV (a wav file to transcribe), one of them" in result.output
+
+
+def test_the_audio_encoder_costs_its_frames_whatever_the_target_length():
+    parts = model_parts(zoo.build("whisper-tiny", device="meta"))
+    encoder = [p for p in parts if p.path.startswith("encoder.")]
+    assert {p.tokens for p in encoder} == {1500}
+    short, long = (flop_estimate(encoder, seq_len=n).forward_per_sequence for n in (10, 400))
+    assert short == long
+    E = 384
+    cross = [p for p in parts if p.cross]
+    assert len(cross) == 4 and all(p.context == 1500 and p.context_matmul == 2 * E * E for p in cross)
+    T, cost = 100, cross[0].cost
+    expected = T * 2 * (cost.matmul - 2 * E * E) + 1500 * 2 * (2 * E * E) + T * 2 * 2 * 1500 * cost.score_width
+    assert flop_estimate(cross[:1], seq_len=T).forward_per_sequence == expected
+
+
+def test_plan_traces_frames_and_serving_counts_the_cross_attention_cache():
+    from zoo.analysis.plan import plan
+
+    p = plan("whisper-tiny", gpu="h100-80gb")
+    assert p.seq_len == 447  # max_len - 1: the target's [eos] takes the last decoder position
+    assert p.serving.cross_bytes_per_sequence == 4 * 2 * 1500 * 384 * 2  # layers x (k, v) x frames x E x bf16
+    assert p.serving.kv_bytes_per_token == 4 * 2 * 384 * 2
+
+
+def test_the_picture_shows_the_audio_front_end_under_the_encoder():
+    from zoo.draw import describe
+
+    stacks, _ = describe(zoo.build("whisper-tiny", device="meta"))
+    encoder, decoder = stacks
+    assert encoder.input == "log-mel frames 80 × 3000"
+    assert (
+        encoder.embedding.title == "Audio front end (log-mel)"
+        and "no positional encoding" not in encoder.embedding.lines
+    )
+    assert decoder.input == "target token ids (shifted right)"
+    assert decoder.embedding.title == "Token embedding" and not any(
+        "shared" in line for line in decoder.embedding.lines
+    )
