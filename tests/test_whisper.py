@@ -248,3 +248,26 @@ def test_the_picture_shows_the_audio_front_end_under_the_encoder():
     assert decoder.embedding.title == "Token embedding" and not any(
         "shared" in line for line in decoder.embedding.lines
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("tie_word_embeddings", False, "tie_word_embeddings"),
+        ("decoder_attention_heads", 2, "decoder_attention_heads=2 is not supported"),
+        ("decoder_ffn_dim", 48, "decoder_ffn_dim=48 is not supported"),
+        ("activation_function", "swish_cubed", "activation_function"),
+    ],
+)
+def test_what_zoo_cannot_build_is_refused_by_name(tmp_path, key, value, message):
+    import json
+
+    from hf_cases.whisper import CASES
+
+    import zoo.hf
+    from zoo.errors import HFImportError
+
+    config = {**CASES["whisper-tiny-style"]["config"], "model_type": "whisper", key: value}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(HFImportError, match=message):
+        zoo.hf.hf_recipe(tmp_path)

@@ -20,7 +20,8 @@ WHISPER = BLENDERBOT.derive(
     ignored=("proj_out.weight",),
     head_prefixes=("proj_out.",),
     recipes=("whisper-tiny", "whisper-base"),
-    drop=("max_position_embeddings", "logits bias", "scale_embedding", "classifier_dropout", "is_decoder"),
+    drop=("max_position_embeddings", "logits bias", "scale_embedding", "classifier_dropout", "is_decoder")
+    + ("encoder_no_repeat_ngram_size", "forced_eos_token_id"),
     rows=(
         Key("max_target_positions", "max_len", 448),
         FRONT_END,
@@ -30,5 +31,5 @@ WHISPER = BLENDERBOT.derive(
     ),
     defaults={"vocab_size": 51865, "encoder_layers": 4, "decoder_layers": 4, "d_model": 384}
     | {"encoder_ffn_dim": 1536, "decoder_ffn_dim": 1536, "encoder_attention_heads": 6, "decoder_attention_heads": 6}
-    | {"pad_token_id": 50257, "decoder_start_token_id": 50258, "dropout": 0.0},
+    | {"pad_token_id": 50256, "decoder_start_token_id": 50257, "dropout": 0.0},
 )
