@@ -128,7 +128,8 @@ def _fields(config: Any) -> list[str]:
     """The recipe fields an architecture reads (cross-layer sharing, ``layer_groups``, among them)."""
     from zoo.recipe.schema import architecture_fields
 
-    return architecture_fields(tuple(getattr(config, "unused", ())), tuple(getattr(config, "towers", ())))
+    own = ("encoder_embedding",) if getattr(config, "encoder_input", False) else ()  # an encoder's own input
+    return architecture_fields(tuple(getattr(config, "unused", ())), (*getattr(config, "towers", ()), *own))
 
 
 def recipes(as_json: AsJson = False) -> None:
