@@ -271,3 +271,11 @@ def test_what_zoo_cannot_build_is_refused_by_name(tmp_path, key, value, message)
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(HFImportError, match=message):
         zoo.hf.hf_recipe(tmp_path)
+
+
+def test_training_refuses_an_audio_encoder_before_writing_anything(tmp_path):
+    from zoo.train import train
+
+    with pytest.raises(TrainError, match=r"whisper-test's encoder hears audio \(encoder_embedding: audio\), and zoo's"):
+        train(TINY, out=tmp_path / "run", device="cpu", **{"train.steps": 1, "train.seq_len": 8})
+    assert not (tmp_path / "run").exists()

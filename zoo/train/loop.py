@@ -60,6 +60,7 @@ from .lora import adapt
 from .metrics import MetricsWriter
 from .objectives import (
     Objective,
+    check_trainable,
     describe_batch,
     loss_weight,
     make_objective,
@@ -198,6 +199,7 @@ class Trainer(Checkpointing, Interruptible, Reporting, Tokenizing):
     ) -> None:
         """``start``: how ``train()`` was called (None: ``recipe`` is the whole recipe, as given)."""
         self.finished = False  # run() reached its last step: close() may wait for the other ranks
+        check_trainable(recipe)  # before the run folder is made
         if init_from is not None and resume:
             raise TrainError(INIT_AND_RESUME)
         self.allow_changes = allow_changes

@@ -398,12 +398,28 @@ def objective_maps_source_to_target(name: str | None) -> bool:
     return cls is not None and cls.maps_source_to_target
 
 
+def check_trainable(recipe: Recipe) -> None:
+    """Refuse, before anything is written, a model no objective can feed: an encoder that hears audio.
+
+    Raises:
+        TrainError: the recipe's encoder embeds features (Whisper's log-mel frames).
+    """
+    own = recipe.encoder_embedding
+    if own is not None and not getattr(type(own), "token_input", True):
+        raise TrainError(
+            f"{recipe.name}'s encoder hears audio (encoder_embedding: {own.type}), and zoo's objectives feed it text "
+            "or images: zoo has no speech data to train it on yet; transcribe with zoo generate --audio, plan a run "
+            "with zoo plan"
+        )
+
+
 def make_objective(
     recipe: Recipe, model: nn.Module, tokenizer: Tokenizer | None, data: Path | None, seq_len: int
 ) -> Objective:
     """The objective of ``recipe`` over ``data`` (None: the embedded data)."""
     config: TrainConfig = recipe.train
     name = objective_name(recipe)
+    check_trainable(recipe)
     if name in ("causal_lm", "masked_lm"):
         if data is not None and data.suffix == ".tsv":
             raise TrainError(f"--data {data}: {name} trains on plain text (.txt or a folder), not a .tsv")
