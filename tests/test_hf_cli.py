@@ -52,3 +52,19 @@ def test_errors_reach_the_apps_error_handler(app, tmp_path):
     assert isinstance(result.exception, HFExportError)
     result = runner.invoke(app, ["export", str(tmp_path / "moe"), "--to", "onnx", str(tmp_path / "out")])
     assert result.exit_code == 2 and "onnx" in result.output
+
+
+def test_timm_sources_say_what_they_need(app, tmp_path):
+    import importlib.util
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", str(tmp_path), "--weights", str(tmp_path / "w.safetensors")])
+    assert isinstance(result.exception, zoo.errors.ArgumentError)
+    assert "--weights is for timm:NAME; a Hugging Face folder holds its own weights" in str(result.exception)
+    result = runner.invoke(app, ["import", "timm:vit_tiny_patch16_224", "--dtype", "bfloat16"])
+    assert "--dtype casts a Hugging Face checkpoint; timm:NAME imports as timm builds it" in str(result.exception)
+    if importlib.util.find_spec("timm") is None:  # where timm is installed, tests/test_timm.py imports for real
+        result = runner.invoke(app, ["import", "timm:vit_tiny_patch16_224", "--out", str(tmp_path / "out")])
+        assert isinstance(result.exception, HFImportError)
+        assert "timm:NAME needs timm (No module named 'timm'): pip install timm" in str(result.exception)
+        assert not (tmp_path / "out").exists()

@@ -33,11 +33,33 @@ def import_(
     ] = None,
     dtype: Annotated[Dtype | None, typer.Option("--dtype", help="Cast the weights; default: as stored.")] = None,
     force: Force = False,
+    weights: Annotated[
+        Path | None,
+        typer.Option("--weights", help="timm:NAME: a timm checkpoint file to load (default: cached or random)."),
+    ] = None,
 ) -> None:
-    """Import a Hugging Face checkpoint (a folder, or a hub id read from the local hub cache) as a zoo model folder."""
+    """Import a Hugging Face checkpoint (a folder, or a hub id read from the local hub cache) as a zoo model folder;
+    or timm:NAME, timm's vision transformer NAME (pip install timm)."""
+    from zoo.errors import ArgumentError
     from zoo.hf import import_checkpoint
 
     from .render import console, count
+
+    if str(hf_dir).startswith("timm:"):
+        from zoo.timm_import import import_timm
+
+        if dtype is not None:
+            raise ArgumentError("--dtype casts a Hugging Face checkpoint; timm:NAME imports as timm builds it")
+        name = str(hf_dir).removeprefix("timm:")
+        folder = out if out is not None else Path("models") / name.replace("/", "-")
+        directory, parameters, said = import_timm(name, folder, weights=weights, force=force)
+        console().print(
+            f"[green]Imported[/green] timm's [bold]{name}[/bold] ({count(parameters)} parameters, {said}) "
+            f"-> {directory}"
+        )
+        return
+    if weights is not None:
+        raise ArgumentError("--weights is for timm:NAME; a Hugging Face folder holds its own weights")
 
     out = out if out is not None else Path("models") / hf_dir.resolve().name
     done = import_checkpoint(hf_dir, out, dtype=dtype.value if dtype is not None else None, force=force)
