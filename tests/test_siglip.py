@@ -186,6 +186,7 @@ def test_zero_shot_prediction_ranks_a_siglip_models_captions(tmp_path):
     labels = ["cat", "dog", "horse"]  # captions of two lengths: each padded to max_len, as SigLIP's processor pads
     result = predict(tmp_path / "model", [tmp_path / "images"], labels=labels)
     assert result.task == "zero-shot-image-classification" and len(result.predictions) == 2
+    assert "each label's probability is its caption's own sigmoid (SigLIP): they need not sum to 1" in result.notes
     model = zoo.load(tmp_path / "model").eval()
     captions = torch.zeros(3, 64, dtype=torch.long)  # pad 0 up to max_len 64
     for row, label in enumerate(labels):
@@ -196,7 +197,7 @@ def test_zero_shot_prediction_ranks_a_siglip_models_captions(tmp_path):
         [torch.tensor(list(image.open(tmp_path / "images" / f"image-{i}.png").getdata())) for i in range(2)]
     )
     with torch.no_grad():
-        probs = model(captions, images.view(2, 1, 8, 8) / 255.0, attention_mask=mask).logits.softmax(-1)
+        probs = model(captions, images.view(2, 1, 8, 8) / 255.0, attention_mask=mask).logits.sigmoid()
     for row, prediction in zip(probs, result.predictions, strict=True):
         got = {c.label: c.probability for c in prediction.candidates}
         assert got == pytest.approx(dict(zip(labels, row.tolist(), strict=True)), abs=1e-6)

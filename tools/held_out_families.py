@@ -1,6 +1,8 @@
-"""Held-out configs: every decoder family's test configs with options switched that no test names, each imported
-by zoo and compared with transformers. A config either imports and matches within 1e-4 (fp32, padded batch), or
-is refused by name (``HFImportError``); anything else (a mismatch, a crash) is a failure.
+"""Held-out configs: every family's test configs with options switched that no test names, each imported by zoo
+and compared with transformers. A config either imports and matches within 1e-4 (fp32, padded batch), or is
+refused by name (``HFImportError``); anything else (a mismatch, a crash) is a failure. Decoders are compared on
+left-padded logits; encoders, encoder-decoders, vision, speech and dual-encoder families as ``tests/test_hf.py``
+compares their cases (``max_differences``).
 
     python tools/held_out_families.py --per-family 6 --seed 0
 
@@ -43,13 +45,14 @@ def variations(config: dict[str, Any], attributes: dict[str, Any], rng: random.R
     out = dict(config)
     choices = [k for k, v in attributes.items() if isinstance(v, bool) and k != "use_cache"]
     choices += [k for k in ("hidden_act", "rope_scaling", "rms_norm_eps", "sliding_window") if k in attributes]
+    choices += [k for k in ("activation_function", "layer_norm_eps") if k in attributes]
     for key in rng.sample(choices, min(len(choices), rng.randint(2, 4))):
         value = attributes.get(key)
-        if key == "hidden_act":
+        if key in ("hidden_act", "activation_function"):
             out[key] = rng.choice(ACTIVATIONS)
         elif key == "rope_scaling":
             out[key] = rng.choice(ROPES)
-        elif key == "rms_norm_eps":
+        elif key in ("rms_norm_eps", "layer_norm_eps"):
             out[key] = rng.choice([1e-5, 1e-6, 1e-3])
         elif key == "sliding_window":
             out[key] = rng.choice([None, 3, 5])
@@ -58,15 +61,24 @@ def variations(config: dict[str, Any], attributes: dict[str, Any], rng: random.R
     return out
 
 
+def _raised_in_zoo(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc`` outside torch is zoo's (a crash of zoo's) rather than transformers'."""
+    import traceback
+
+    frames = [f.filename for f in traceback.extract_tb(exc.__traceback__) if f"{Path('torch')}" not in f.filename]
+    return bool(frames) and str(ROOT / "zoo") in frames[-1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-family", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--families", nargs="*", help="model types (default: every decoder family with cases)")
+    parser.add_argument("--families", nargs="*", help="model types (default: every family with cases)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     warnings.simplefilter("ignore")
     import hf_cases
+    import test_hf
     import transformers
 
     import zoo
@@ -74,10 +86,9 @@ def main() -> int:
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    configs, cases = {}, {}
+    configs, cases, kinds = {}, {}, {}
     for module in hf_cases.modules():
-        if getattr(module, "KIND", "decoder") != "decoder":
-            continue
+        kinds.update(dict.fromkeys(module.CONFIGS, getattr(module, "KIND", "decoder")))
         configs.update(module.CONFIGS)
         for case in module.CASES.values():
             cases.setdefault(case["family"], []).append(case)
@@ -112,6 +123,19 @@ def main() -> int:
                     tally["FAILED"] += 1
                     print(f"FAILED   {family} {changed}: {type(exc).__name__}: {str(exc)[:150]}")
                     continue
+            if kinds[family] != "decoder":  # compared as tests/test_hf.py compares the family's cases
+                reference = test_hf.Reference(test_hf.Case(**{**case, "config": config}), hf, model, Path(folder))
+                try:
+                    error = max(test_hf.max_differences(reference).values())
+                except Exception as exc:  # noqa: BLE001 - transformers cannot run it (skipped), or zoo crashed
+                    verdict = "FAILED" if _raised_in_zoo(exc) else "skipped"
+                    tally[verdict] += 1
+                    print(f"{verdict:8} {family} {changed}: {type(exc).__name__}: {str(exc)[:150]}")
+                    continue
+                verdict = "match" if error <= 1e-4 else "FAILED"
+                tally[verdict] += 1
+                print(f"{verdict:8} {family} {changed}: max |diff| {error:.2e} ({zoo.count_parameters(model)} params)")
+                continue
             ids = torch.randint(1, config["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(1))
             mask = torch.ones_like(ids)
             mask[1, :3] = 0

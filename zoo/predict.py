@@ -16,7 +16,7 @@ What the model does follows from its recipe:
   images (converted to grayscale or RGB, resized, scaled to [0, 1], normalised with the run's statistics);
 - a dual-encoder (CLIP) labels each image with one of the ``labels`` it is given (``zero-shot-image-classification``):
   each label becomes a caption (``template``, "a photo of a {}" as zoo's contrastive training writes them), and the
-  probabilities are the softmax of the image's similarity with every caption.
+  probabilities are the softmax of the image's similarity with every caption (SigLIP's: each caption's sigmoid).
 
 A folder among the image inputs stands for its image files, in name order.
 
@@ -580,6 +580,10 @@ def _zero_shot(
     input_ids = pad_to(ids, recipe.pad_token_id or 0, length).to(device)
     mask = (torch.arange(length)[None] < torch.tensor([len(i) for i in ids])[:, None]).to(device)
     logits = model(input_ids, images.to(device, dtype), attention_mask=mask).logits  # (images, captions)
-    probs = logits.float().softmax(-1).cpu()
+    if getattr(model.head, "independent_matches", False):  # SigLIP: each caption judged alone
+        probs = logits.float().sigmoid().cpu()
+        notes.append("each label's probability is its caption's own sigmoid (SigLIP): they need not sum to 1")
+    else:
+        probs = logits.float().softmax(-1).cpu()
     names = [label for label, _ in captions]
     return [(str(p), row, names.__getitem__, None, False) for p, row in zip(paths, probs, strict=True)]

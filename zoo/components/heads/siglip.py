@@ -70,6 +70,10 @@ class AttentionPool(nn.Module):
 class SiglipHead(nn.Module):
     """SigLIP's text head and image attention pooling, and the similarity logits ``cos · exp(s) + b``."""
 
+    independent_matches = True
+    """Each image-text pair is a match or not on its own (the sigmoid loss): a caption's probability is the sigmoid
+    of its logit, not a softmax over the captions (as transformers' zero-shot pipeline gives SigLIP's)."""
+
     def __init__(
         self,
         d_model: int,
