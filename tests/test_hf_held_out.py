@@ -1,4 +1,4 @@
-"""Held-out configs (tools/held_out_families.py): every decoder family's cases with options switched that no
+"""Held-out configs (tools/held_out_families.py): every family's cases with options switched that no
 test names either import and match transformers within 1e-4 or are refused by name; nothing imports wrong."""
 
 from __future__ import annotations

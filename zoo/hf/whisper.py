@@ -11,7 +11,7 @@ Every attention projection has a bias but the keys' (zoo's ``k_bias: false``). D
 from .bart import named_rows
 from .blenderbot import BLENDERBOT
 from .rows_audio import FRONT_END, UNREAD, speech_rules
-from .table import Fixed, Key
+from .table import Fixed, Key, Refused
 
 WHISPER = BLENDERBOT.derive(
     "whisper",
@@ -27,6 +27,7 @@ WHISPER = BLENDERBOT.derive(
         FRONT_END,
         Fixed("attention.k_bias", False),
         *named_rows("Whisper"),
+        Refused("tie_word_embeddings", lambda v: v is not False, "zoo's Whisper head is the decoder's token table"),
         *UNREAD,
     ),
     defaults={"vocab_size": 51865, "encoder_layers": 4, "decoder_layers": 4, "d_model": 384}

@@ -39,7 +39,7 @@ def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
     return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
 
 
-Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "tanh"]
+Activation = Literal["gelu", "gelu_tanh", "relu", "relu2", "quick_gelu", "silu", "tanh"]
 """What a head's dense transform may apply (``tanh``: BERT's pooler; the rest as the FFNs name them)."""
 
 
