@@ -279,3 +279,57 @@ def test_training_refuses_an_audio_encoder_before_writing_anything(tmp_path):
     with pytest.raises(TrainError, match=r"whisper-test's encoder hears audio \(encoder_embedding: audio\), and zoo's"):
         train(TINY, out=tmp_path / "run", device="cpu", **{"train.steps": 1, "train.seq_len": 8})
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_checkpoints_generation_config_steers_decoding_as_in_transformers(tmp_path):
+    """The prompt (start, detected language, forced task, no timestamps) and the suppressed tokens of a
+    generation_config.json, as transformers' Whisper generate reads them: the same tokens for two files at once."""
+    transformers = pytest.importorskip("transformers")
+    from zoo.generate.audio import transcribe
+
+    config = transformers.WhisperConfig(
+        vocab_size=96,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_target_positions=40,
+        pad_token_id=95,
+        bos_token_id=95,
+        eos_token_id=95,
+        decoder_start_token_id=94,
+        begin_suppress_tokens=None,
+        suppress_tokens=None,
+    )
+    torch.manual_seed(0)
+    hf = transformers.WhisperForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            if p.requires_grad:
+                p.add_(0.5 * torch.randn_like(p))
+    g = hf.generation_config
+    g.lang_to_id, g.task_to_id = {"<|en|>": 90, "<|fr|>": 91}, {"transcribe": 93, "translate": 92}
+    g.no_timestamps_token_id, g.is_multilingual = 89, True
+    g.forced_decoder_ids = [[1, None], [2, 93]]  # the language detected, then transcribe
+    g.suppress_tokens, g.begin_suppress_tokens = [5, 7, 24], [3, 11]
+    g.eos_token_id = None  # nothing ends early: all 12 tokens compared
+    hf.save_pretrained(tmp_path / "hf")
+    files = []
+    for seed in (1, 2):
+        write_wav(tmp_path / f"{seed}.wav", speech(seconds=1.0 + seed, seed=seed))
+        files.append(tmp_path / f"{seed}.wav")
+    extractor = transformers.WhisperFeatureExtractor()
+    features = torch.cat(
+        [extractor(read_wav(f).numpy(), sampling_rate=16_000, return_tensors="pt").input_features for f in files]
+    )
+    with torch.no_grad():
+        expected = hf.generate(features, max_new_tokens=12, do_sample=False, return_dict_in_generate=True).sequences
+    out = transcribe(tmp_path / "hf", files, max_new_tokens=12)
+    assert [row[:4] for row in expected.tolist()] == out.prompts and all(p[2:] == [93, 89] for p in out.prompts)
+    assert [row[4:] for row in expected.tolist()] == out.tokens
+    assert not {3, 11} & {row[0] for row in out.tokens} and not {5, 7, 24} & {t for r in out.tokens for t in r}
+    assert transcribe(tmp_path / "hf", files, max_new_tokens=12, use_cache=False).tokens == out.tokens

@@ -258,11 +258,14 @@ def _transcribe(run: Any, wav: Path, stats: bool, **settings: Any) -> None:
 
     from .render import console
 
-    tokens, text, st = transcribe(run, wav, **settings)
-    shown = text if text is not None else "tokens: " + " ".join(str(t) for t in tokens)
+    out = transcribe(run, wav, **settings)
+    tokens = out.tokens[0]
+    shown = out.texts[0] if out.texts is not None else "tokens: " + " ".join(str(t) for t in tokens)
     console().print(f"[dim]{escape(str(wav))} -> [/dim][bold]{escape(shown)}[/bold]")
     if stats:
-        console().print(f"{st.new_tokens} new tokens, {st.tokens_per_s:,.1f} tokens/s")
+        prompt = " ".join(str(t) for t in out.prompts[0])
+        rate = len(tokens) / out.seconds if out.seconds else 0.0
+        console().print(f"prompt {prompt}; {len(tokens)} new tokens in {out.seconds:.2f} s ({rate:,.1f} tokens/s)")
 
 
 def _said_what_was_read(path: Path) -> None:
