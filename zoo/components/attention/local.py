@@ -264,6 +264,10 @@ class LocalConfig(ComponentConfig):
     def num_kv_heads(self) -> int:
         return self.num_heads
 
+    def biases(self) -> dict[str, bool]:
+        """Whether each of the q, k, v, o projections has a bias: all or none."""
+        return dict.fromkeys("qkvo", self.bias)
+
     def check(self, ctx: BuildContext) -> list[str]:
         if self.head_dim is None and ctx.d_model % self.num_heads:
             return [_indivisible(ctx.d_model, self.num_heads, "num_heads")]
