@@ -1,6 +1,6 @@
 """LongT5: a local encoder (tokens see keys within local_radius, in blocks) or a transient-global one (local plus
 global tokens, their own bias table and norm), T5's decoder; sequence lengths that are no multiple of the block, a
-global block size whose inverse is inexact (3), a block longer than the sequence, padding."""
+global block size whose inverse is inexact (3), tokens past the last whole global block, padding."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ CASES = {
             d_ff=64,
             num_layers=2,
             num_heads=4,
-            local_radius=2,
+            local_radius=4,  # blocks of 5: no multiple of the inputs' lengths
             feed_forward_proj="gated-gelu",
             tie_word_embeddings=False,  # scale_decoder_outputs: false
         ),
     },
-    "longt5-tglobal-relu-radius1-block3": {
+    "longt5-tglobal-relu-radius6-block3": {
         "family": "longt5",
         "hf_class": "LongT5ForConditionalGeneration",
         "config": dict(
@@ -36,8 +36,8 @@ CASES = {
             num_decoder_layers=2,
             num_heads=2,
             encoder_attention_type="transient-global",
-            local_radius=1,
-            global_block_size=3,
+            local_radius=6,
+            global_block_size=3,  # 1/3 is inexact: block ids as transformers' float steps give them
             relative_attention_num_buckets=16,
             relative_attention_max_distance=32,
             layer_norm_epsilon=1e-5,
@@ -54,8 +54,8 @@ CASES = {
             num_layers=2,
             num_heads=4,
             encoder_attention_type="transient-global",
-            local_radius=9,  # a block of 10: longer than some inputs
-            global_block_size=2,
+            local_radius=9,  # blocks of 10: longer than some inputs
+            global_block_size=5,  # tokens past the last whole block join it
             feed_forward_proj="gated-gelu",
             tie_word_embeddings=False,
         ),

@@ -290,7 +290,7 @@ class LocalConfig(ComponentConfig):
 
     def _words(self, ctx: BuildContext) -> str | None:
         if ctx.causal or ctx.cross:
-            return None
+            return "plain multi-head attention, every key (as LongT5's decoder)"
         return f"local: keys within {self.local_radius} on either side, in blocks of {self.local_radius + 1}"
 
     def label(self, kind: str, ctx: BuildContext, module: Any, *, note: str | None = None) -> Label:
@@ -329,7 +329,7 @@ class TransientGlobalConfig(LocalConfig):
 
     def _words(self, ctx: BuildContext) -> str | None:
         words = super()._words(ctx)
-        if words is None:
-            return None
+        if ctx.causal or ctx.cross:
+            return words
         biased = "" if ctx.positional == "t5_global_relative" else " (no bias)"
         return f"{words}; global tokens: sums of {self.global_block_size} tokens{biased}"
