@@ -41,6 +41,7 @@ from zoo.config import BuildContext, ComponentConfig
 from zoo.cost import Cost
 from zoo.label import SKIP_OPTIONS, Label, attention_label
 from zoo.limits import MAX_HEAD_DIM, MAX_HEADS, MAX_POSITIONS
+from zoo.tensor_parallel import refuse
 
 from .base import _indivisible
 from .gqa import GroupedQueryAttention
@@ -188,7 +189,7 @@ class LocalAttention(GroupedQueryAttention):
         near = (key_index[None, :] - query_index[:, None]).abs() < K  # (K, 3K): at most local_radius away
         real = _blocks(tokens, K, 1)  # (N, B, K)
         seen = real[..., :, None] & _three_blocks(real[..., None])[..., 0][..., None, :] & near  # (N, B, K, 3K)
-        scores = q @ k.transpose(-1, -2)  # (N, H, B, K, 3K)
+        scores = (q @ k.transpose(-1, -2)).float()  # (N, H, B, K, 3K); float32, so -1e10 stays finite
         bias = None if pos is None else pos.score_bias(query_index[None], key_index[None])
         if bias is not None:  # (1, H, K, 3K): the stack's bias of key - query, the same in every block
             scores = scores + bias[:, :, None]
@@ -197,7 +198,7 @@ class LocalAttention(GroupedQueryAttention):
         if self.global_block_size is not None:
             g_scores, g_values = self._global(x, q, tokens, pos)
             scores, values = torch.cat([scores, g_scores], dim=-1), [v, g_values]
-        weights = torch.softmax(scores.float(), dim=-1).type_as(scores)
+        weights = torch.softmax(scores, dim=-1).to(v.dtype)
         weights = F.dropout(weights, p=self.dropout, training=self.training)
         y = weights[..., : 3 * K] @ v  # (N, H, B, K, D)
         if len(values) > 1:
@@ -217,12 +218,19 @@ class LocalAttention(GroupedQueryAttention):
         aggregates = self.global_norm(member.transpose(1, 2) @ x)  # (N, G, E): each block's sum, normed
         k = self._heads(self.k_proj, aggregates, self.num_heads)[:, :, None]  # (N, H, 1, G, D)
         v = self._heads(self.v_proj, aggregates, self.num_heads)[:, :, None]
-        scores = q @ k.transpose(-1, -2)  # (N, H, B, K, G)
+        scores = (q @ k.transpose(-1, -2)).float()  # (N, H, B, K, G)
         bias = torch.where(tokens[:, :, None] == exists[:, None, :], 0.0, MASKED)[:, None]  # (N, 1, L, G)
         if pos is not None and hasattr(pos, "global_bias"):
             distance = torch.arange(count, device=x.device)[None, None, :] - ids[..., None]  # (N, L, G)
             bias = bias + pos.global_bias(distance)  # (N, H, L, G)
-        return scores + _blocks(bias.to(scores.dtype), self.block_len, 2), v
+        return scores + _blocks(bias.float(), self.block_len, 2), v
+
+    def shard_tensor(self, mesh: Any) -> None:
+        """Tensor parallelism: the heads split as ``GroupedQueryAttention``'s; the global tokens' norm, which every
+        rank's heads read, has no plan."""
+        if self.global_norm is not None:
+            refuse(f"transient-global attention of {self.num_heads} heads", "the global tokens' norm", mesh.size())
+        super().shard_tensor(mesh)
 
     def extra_repr(self) -> str:
         extra = "" if self.global_block_size is None else f", global_block_size={self.global_block_size}"
