@@ -62,7 +62,10 @@ CASES = {
     },
 }
 
-ZOO_MODELS = {"longt5-tiny": ("longt5-tiny", {})}
+ZOO_MODELS = {
+    "longt5-tiny": ("longt5-tiny", {}),
+    "longt5-tiny-tied-rescaled": ("longt5-tiny", {"head.tie_embeddings": True, "head.rescale": True}),
+}
 
 PUBLISHED = {
     "longt5-tglobal-base": (

@@ -71,7 +71,8 @@ def global_blocks(tokens: torch.Tensor, block_size: int) -> tuple[torch.Tensor, 
 
     Returns ``(ids, exists)``: ``ids`` (N, L) long, the block of each real token (``index // block_size``, tokens
     past the last whole block of real tokens in that block), -1 for padding; ``exists`` (N, L // block_size) bool,
-    the blocks that hold a real token. Computed as transformers' ``_make_global_fixed_block_ids``, float steps
+    the blocks up to the last one a real token is in (those before the first real token too, which sum to zero).
+    Computed as transformers' ``_make_global_fixed_block_ids``, float steps
     included, so that a block size whose inverse is inexact splits as it does there."""
     mask = tokens.to(torch.float32)
     length = mask.size(1)
