@@ -30,7 +30,8 @@ D head_dim, X num_experts, K top_k, W window.
 
 The package holds one file per concern: ``masks`` (which keys a query sees), ``base`` (what every attention
 shares: keys, values, positions, caches), ``gqa`` (grouped-query attention and its presets), ``moa`` and
-``disentangled`` (DeBERTa's content and relative-position scores, over the stack's ``deberta_relative`` table).
+``disentangled`` (DeBERTa's content and relative-position scores, over the stack's ``deberta_relative`` table) and
+``local`` (LongT5's encoder attention: a window computed in blocks, and transient-global tokens).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from .gqa import (
     ProjectionBiases,
     QKNorm,
 )
+from .local import LocalAttention, LocalConfig, TransientGlobalConfig, global_blocks
 from .masks import (
     BlockSparse,
     Chunks,
@@ -84,6 +86,10 @@ __all__ = [
     "MixtureOfAttentionHeads",
     "DisentangledAttention",
     "DisentangledConfig",
+    "LocalAttention",
+    "LocalConfig",
+    "TransientGlobalConfig",
+    "global_blocks",
     "AttentionConfig",
     "MHAConfig",
     "GQAConfig",
@@ -101,3 +107,5 @@ def register_components(register):
     register("attention", "mqa", MultiQueryAttention, MQAConfig)
     register("attention", "moa", MixtureOfAttentionHeads, MoAConfig)
     register("attention", "disentangled", DisentangledAttention, DisentangledConfig)
+    register("attention", "local", LocalAttention, LocalConfig)
+    register("attention", "transient_global", LocalAttention, TransientGlobalConfig)

@@ -15,9 +15,10 @@ each the identity (or ``None``) unless a subclass overrides it:
 the token at position 57 passes ``[[57]]``. ``positions_for`` makes the common ``arange`` case.
 
 One module per encoding (``none``, ``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``t5_relative``,
-``relative_2d``: BEiT's 2-D bias, ``learned_relative``: learned positions with T5's bias, ``deberta_relative``:
-DeBERTa's relative table, which its disentangled attention reads), ``base`` for what they share and ``rope_scaling``
-for RoPE's long-context scalings; this package re-exports them all and registers every encoding.
+``t5_global_relative``: T5's bias and a table towards LongT5's global tokens, ``relative_2d``: BEiT's 2-D bias,
+``learned_relative``: learned positions with T5's bias, ``deberta_relative``: DeBERTa's relative table, which its
+disentangled attention reads), ``base`` for what they share and ``rope_scaling`` for RoPE's long-context scalings;
+this package re-exports them all and registers every encoding.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .rope_scaling import (
     yarn_mscale,
 )
 from .sinusoidal import SinusoidalConfig, SinusoidalEncoding, fairseq_sinusoid_table
+from .t5_global_relative import T5GlobalRelativeBias, T5GlobalRelativeConfig
 from .t5_relative import T5RelativeBias, T5RelativeConfig, relative_position_bucket, t5_bucket_problem
 
 __all__ = [
@@ -64,6 +66,8 @@ __all__ = [
     "SinusoidalEncoding",
     "T5RelativeBias",
     "T5RelativeConfig",
+    "T5GlobalRelativeBias",
+    "T5GlobalRelativeConfig",
     "alibi_slopes",
     "deberta_bucket",
     "fairseq_sinusoid_table",
@@ -91,6 +95,7 @@ def register_components(register):
     register("positional", "rope", RotaryEmbedding, RopeConfig)
     register("positional", "alibi", ALiBi, ALiBiConfig)
     register("positional", "t5_relative", T5RelativeBias, T5RelativeConfig)
+    register("positional", "t5_global_relative", T5GlobalRelativeBias, T5GlobalRelativeConfig)
     register("positional", "learned_relative", LearnedRelativeEncoding, LearnedRelativeConfig)
     register("positional", "deberta_relative", DebertaRelativeEmbedding, DebertaRelativeConfig)
     register("positional", "relative_2d", Relative2DBias, Relative2DConfig)
