@@ -171,3 +171,12 @@ class TestLongT5TinyLearns(RecipeContract):
     loss comes down."""
 
     recipes = ("longt5-tiny",)
+
+
+def test_a_decoder_only_model_refuses_an_encoders_pattern():
+    from zoo.errors import RecipeError
+    from zoo.recipe import load_recipe
+
+    attention = {"type": "transient_global", "num_heads": 4, "local_radius": 3, "global_block_size": 2}
+    with pytest.raises(RecipeError, match=r"attention 'transient_global' is a pattern of an encoder's self-attention"):
+        load_recipe("llama-tiny", attention=attention, positional="none")

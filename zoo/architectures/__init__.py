@@ -85,6 +85,15 @@ class ArchitectureConfig(ComponentConfig):
         ]
         if getattr(recipe.embedding, "width", None) is not None and (len(self.stacks) > 1 or self.towers):
             errors.append(("embedding.width", "a factorized embedding feeds one stack (an encoder or a decoder)"))
+        stacks = self.stacks_of(recipe) if callable(getattr(self, "stacks_of", None)) else self.stacks
+        if getattr(type(recipe.attention), "encoder_pattern", False) and all(causal for _, causal in stacks):
+            errors.append(
+                (
+                    "attention",
+                    f"attention '{recipe.attention.type}' is a pattern of an encoder's self-attention (LongT5's), and "
+                    f"a {recipe.architecture} has no encoder: its causal attention would be plain mha; use mha",
+                )
+            )
         if recipe.encoder_embedding is not None and not self.encoder_input:
             errors.append(
                 (

@@ -21,6 +21,6 @@ LONGT5 = T5.derive(
         *(rule for rule in RULES if not rule.hf_names[0].startswith(T5_ENCODER)),
         *(rule for hf_kind in HF_KINDS.values() for rule in encoder_rules(hf_kind)),
     ),
-    drop=("attention.type", "positional.type"),
+    drop=("attention.type", "positional.type", "classifier_dropout"),
     rows=(named("longt5"), *ENCODER_ATTENTION, own_head(rescale=True)),
 )

@@ -243,6 +243,8 @@ class LocalConfig(ComponentConfig):
 
     type: Literal["local"] = "local"
     positional_styles: ClassVar[frozenset[str]] = frozenset({"embed", "bias", "none"})
+    encoder_pattern: ClassVar[bool] = True
+    """Its pattern applies in bidirectional self-attention only: a model without an encoder stack refuses it."""
 
     num_heads: int = Field(ge=1, le=MAX_HEADS, description="Heads.")
     head_dim: int | None = Field(
