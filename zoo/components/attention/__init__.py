@@ -30,7 +30,9 @@ D head_dim, X num_experts, K top_k, W window.
 
 The package holds one file per concern: ``masks`` (which keys a query sees), ``base`` (what every attention
 shares: keys, values, positions, caches), ``gqa`` (grouped-query attention and its presets), ``moa`` and
-``disentangled`` (DeBERTa's content and relative-position scores, over the stack's ``deberta_relative`` table).
+``disentangled`` (DeBERTa's content and relative-position scores, over the stack's ``deberta_relative`` table),
+``longformer`` (LED's encoder: a sliding window in both directions plus global tokens with projections of their
+own).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from .gqa import (
     ProjectionBiases,
     QKNorm,
 )
+from .longformer import LongformerAttention, LongformerConfig
 from .masks import (
     BlockSparse,
     Chunks,
@@ -84,6 +87,8 @@ __all__ = [
     "MixtureOfAttentionHeads",
     "DisentangledAttention",
     "DisentangledConfig",
+    "LongformerAttention",
+    "LongformerConfig",
     "AttentionConfig",
     "MHAConfig",
     "GQAConfig",
@@ -101,3 +106,4 @@ def register_components(register):
     register("attention", "mqa", MultiQueryAttention, MQAConfig)
     register("attention", "moa", MixtureOfAttentionHeads, MoAConfig)
     register("attention", "disentangled", DisentangledAttention, DisentangledConfig)
+    register("attention", "longformer", LongformerAttention, LongformerConfig)
