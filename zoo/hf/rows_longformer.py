@@ -15,12 +15,16 @@ from typing import Any
 
 from zoo.errors import HFImportError
 
+from .bart import FAIRSEQ_LAYER, LOGITS_BIAS, STACKS, fairseq_layers
 from .mapping import Rule
 from .rows import selector
 from .table import Computed
 
 GLOBAL_TOKENS = 1
 """The global tokens of an imported LED: the first (``<s>``), where LED's summarisation puts global attention."""
+
+STACK_MODULES = (("layernorm_embedding", "embed_norm"),)
+"""Each stack's modules outside its blocks that have a weight and a bias (HF name, zoo name)."""
 
 SELF_ATTENTION = (
     ("query", "q_proj"),
@@ -33,13 +37,25 @@ SELF_ATTENTION = (
 
 
 def longformer_rules(prefix: str) -> tuple[Rule, ...]:
-    """The encoder's attention weights: ``{prefix}.encoder.layers.{i}.self_attn.longformer_self_attn.query`` ...
-    and ``self_attn.output`` (the output projection)."""
-    names = [(f"longformer_self_attn.{hf}", zoo) for hf, zoo in SELF_ATTENTION] + [("output", "o_proj")]
-    return tuple(
-        Rule(f"{prefix}.encoder.layers.{{i}}.self_attn.{hf}.{kind}", f"encoder.blocks.{{i}}.attention.{zoo}.{kind}")
-        for hf, zoo in names
-        for kind in ("weight", "bias")
+    """The weights of BART's encoder-decoder under ``prefix`` (LED's ``led``) whose encoder attends as Longformer:
+    ``{prefix}.encoder.layers.{i}.self_attn.longformer_self_attn.query`` ... and ``self_attn.output`` (the output
+    projection) for the encoder's attention, BART's names for the rest."""
+    names = [(f"self_attn.longformer_self_attn.{hf}", f"attention.{zoo}") for hf, zoo in SELF_ATTENTION]
+    encoder = [*names, ("self_attn.output", "attention.o_proj")]
+    encoder += [pair for pair in FAIRSEQ_LAYER if not pair[0].startswith("self_attn.")]  # norms and FFN
+    stacks = [(f"{prefix}.{s}.{hf}", f"{s}.{zoo}") for s in STACKS for hf, zoo in STACK_MODULES]
+    return (
+        Rule(f"{prefix}.shared.weight", "embedding.token.weight"),
+        *(Rule(f"{hf}.{kind}", f"{zoo}.{kind}") for hf, zoo in stacks for kind in ("weight", "bias")),
+        Rule(f"{prefix}.encoder.embed_positions.weight", "encoder.positional.embedding.weight"),
+        Rule(f"{prefix}.decoder.embed_positions.weight", "decoder.positional.embedding.weight"),
+        *(
+            Rule(f"{prefix}.encoder.layers.{{i}}.{hf}.{kind}", f"encoder.blocks.{{i}}.{zoo}.{kind}")
+            for hf, zoo in encoder
+            for kind in ("weight", "bias")
+        ),
+        *(rule for rule in fairseq_layers(prefix) if rule.hf.startswith(f"{prefix}.decoder.")),
+        LOGITS_BIAS,
     )
 
 
@@ -56,12 +72,29 @@ def layer_windows(config: dict[str, Any], layers_key: str) -> list[int]:
             f"attention_window={given!r} is not supported: it names {len(windows)} windows for {layers_key}={n} "
             "layers (transformers cannot build this model either)"
         )
-    if any(not isinstance(w, int) or w < 2 or w % 2 for w in windows):
-        raise HFImportError(
-            f"attention_window={given!r} is not supported: each window is an even number >= 2 (a query sees "
-            "window / 2 keys on either side)"
-        )
+    problem = unrunnable(windows)
+    if problem:
+        raise HFImportError(f"attention_window={given!r} is not supported: {problem}")
     return windows
+
+
+def unrunnable(windows: list[Any]) -> str | None:
+    """Why transformers' LED cannot run these windows, or None: each an even number >= 4 (a query sees window / 2
+    keys on either side; its chunks need 2 at least) that divides the largest (it pads the sequence to a multiple
+    of the largest, and each layer's chunks must tile it)."""
+    if any(not isinstance(w, int) or isinstance(w, bool) or w < 4 or w % 2 for w in windows):
+        return "each window is an even number >= 4 (transformers' sliding chunks fail on a window of 2)"
+    if any(max(windows) % w for w in windows):
+        return (
+            f"each window must divide the largest ({max(windows)}): transformers pads the sequence to a multiple of "
+            "it, which every layer's chunks must tile"
+        )
+    return None
+
+
+def every(layers: list[int], n: int) -> int | str | list[int]:
+    """A ``layers:`` selector for ``layers`` of ``n``: ``':'`` for all of them."""
+    return ":" if len(layers) == n else selector(layers, n)
 
 
 def encoder_attention(layers_key: str = "encoder_layers") -> Computed:
@@ -77,7 +110,7 @@ def encoder_attention(layers_key: str = "encoder_layers") -> Computed:
         for i, w in enumerate(windows):
             groups.setdefault(w, []).append(i)
         overrides = [
-            {"select": selector(layers, len(windows)), "stack": "encoder", "attention": {**attention, "window": w}}
+            {"select": every(layers, len(windows)), "stack": "encoder", "attention": {**attention, "window": w}}
             for w, layers in groups.items()
         ]
         return {"layers": overrides}
@@ -102,8 +135,8 @@ def longformer_encoder(recipe: Any) -> str | None:
     for j, override in enumerate(recipe.layers):
         if override.stack != "encoder" or override.norm is not None or override.ffn is not None:
             return f"layers.{j}: only the encoder's attention may differ per layer (stack: encoder, attention only)"
-    for i, placed in enumerate(recipe.layer_plan("encoder")):
-        attention = placed["attention"][0]
+    attentions = [placed["attention"][0] for placed in recipe.layer_plan("encoder")]
+    for i, attention in enumerate(attentions):
         if attention.type != "longformer":
             return f"encoder layer {i} has attention '{attention.type}'; LED's encoder attends as longformer"
         if attention.num_heads != recipe.attention.num_heads or attention.head_dim is not None or not attention.bias:
@@ -111,7 +144,8 @@ def longformer_encoder(recipe: Any) -> str | None:
                 f"encoder layer {i}'s longformer attention needs num_heads {recipe.attention.num_heads} (the "
                 "decoder's), head_dim unset and bias: true"
             )
-    return None
+    problem = unrunnable([a.window for a in attentions])
+    return None if problem is None else f"the encoder's windows {[a.window for a in attentions]}: {problem}"
 
 
 def decoder_table(key: str, default: int) -> Computed:
