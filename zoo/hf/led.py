@@ -8,7 +8,7 @@ token is global (``global_tokens: 1``, transformers' ``global_attention_mask`` o
 
 from .bart import BART, named_rows
 from .rows_longformer import decoder_table, encoder_attention, longformer_rules
-from .table import Fixed, Key, Unread
+from .table import Fixed, Key
 
 LED = BART.derive(
     "led",
@@ -17,13 +17,12 @@ LED = BART.derive(
     ignored=("led.encoder.embed_tokens.weight", "led.decoder.embed_tokens.weight", "lm_head.weight"),
     base_prefix="led.",
     recipes=("led-base-16384",),
-    drop=("max_position_embeddings", "layers", "scale_embedding"),
+    drop=("max_position_embeddings", "layers", "scale_embedding", "forced_eos_token_id"),
     rows=(
         Key("max_encoder_position_embeddings", "max_len", 16384),
         decoder_table("max_decoder_position_embeddings", 1024),
         Fixed("positional.offset", 0),
         Fixed("embedding.scale", False),
-        Unread("scale_embedding", "not an LEDConfig key: LED's code never scales the embeddings"),
         encoder_attention(),
         *named_rows("LED"),
     ),
