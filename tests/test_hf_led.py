@@ -213,3 +213,19 @@ def test_a_decoder_table_of_its_own_size_is_refused_where_the_config_has_one_siz
     model = zoo.build("bart-tiny", decoder_max_len=32)
     with pytest.raises(HFExportError, match=r"decoder_max_len is 32; this family's config gives both stacks max_len"):
         to_hf(model, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"decoder_attention_heads": 8, "encoder_attention_heads": 4, "d_model": 32},
+            r"decoder_attention_heads=8 is not supported: LED imports decoder blocks like the encoder's",
+        ),
+        ({"tie_word_embeddings": False}, r"tie_word_embeddings=False is not supported: zoo's encoder-decoder has one"),
+        ({"activation_function": "tanh"}, r"activation_function='tanh' is not supported"),
+    ],
+)
+def test_options_zoo_cannot_reproduce_are_refused_by_name(config, message, tmp_path):
+    with pytest.raises(HFImportError, match=message):
+        recipe_of(tmp_path, encoder_layers=2, attention_window=4, **config)
