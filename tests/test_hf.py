@@ -270,6 +270,11 @@ for _cases in hf_cases.modules():
     CASES.update({name: Case(**case) for name, case in _cases.CASES.items()})
     CONFIGS.update(_cases.CONFIGS)
     KINDS.update(dict.fromkeys(_cases.CONFIGS, getattr(_cases, "KIND", "decoder")))
+HF_INPUTS: dict[str, Any] = {}
+"""``{model_type: inputs(zoo model, source ids) -> dict}``: what a family's transformers model takes beside the ids
+to compute what zoo's recipe fixes (LED's ``global_attention_mask``: tests/hf_cases/led.py)."""
+for _cases in hf_cases.modules():
+    HF_INPUTS.update(getattr(_cases, "HF_INPUTS", {}))
 DECODER_FAMILIES = {family for family, kind in KINDS.items() if kind == "decoder"}
 DECODERS = [name for name, case in CASES.items() if case.family in DECODER_FAMILIES]
 GENERATORS = DECODERS + [name for name, case in CASES.items() if KINDS[case.family] == "seq2seq"]
@@ -359,6 +364,14 @@ def speech_features(config: Any, batch: int = 3) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(1))
 
 
+def hf_inputs(model: torch.nn.Module, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The inputs beside ``ids`` that make transformers compute what zoo's ``model`` computes (``HF_INPUTS``)."""
+    from zoo.hf import family_of
+
+    inputs = HF_INPUTS.get(family_of(model.recipe).model_type)
+    return {} if inputs is None else inputs(model, ids)
+
+
 def max_differences(ref: Reference) -> dict[str, float]:
     """Max |HF - zoo| of each output the family compares, on a padded batch (real positions only)."""
     hf, model, kind = ref.hf, ref.model, KINDS[ref.case.family]
@@ -410,7 +423,7 @@ def max_differences(ref: Reference) -> dict[str, float]:
         mask[2, -6:] = 0
         target = torch.randint(1, config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
         target[:, 0] = decoder_start(config)
-        out = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target)
+        out = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **hf_inputs(model, ids))
         zoo_out = model(ids, target, attention_mask=mask)
         encoder = (out.encoder_last_hidden_state - zoo_out.encoder_hidden)[mask.bool()].abs().max().item()
         return {"encoder": encoder, "logits": (out.logits - zoo_out.logits).abs().max().item()}
@@ -431,7 +444,7 @@ def decoder_start(config: Any) -> int:
     return config.pad_token_id if start is None else start
 
 
-def greedy_hf(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+def greedy_hf(hf: torch.nn.Module, ids: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
     config = copy.deepcopy(hf.generation_config)
     config.do_sample, config.max_new_tokens = False, NEW_TOKENS
     # No token may end a sequence early. (An eos_token_id of None in a config passed to generate() is filled
@@ -442,7 +455,7 @@ def greedy_hf(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
         config.decoder_start_token_id = decoder_start(hf.config)
     hf.generation_config = config
     with torch.no_grad():
-        return hf.generate(ids, attention_mask=torch.ones_like(ids))
+        return hf.generate(ids, attention_mask=torch.ones_like(ids), **inputs)
 
 
 @torch.no_grad()
@@ -479,7 +492,7 @@ def generator_ref(request, references) -> Reference:
 def test_greedy_generation_matches_for_20_tokens(generator_ref):
     ref = generator_ref
     prompts = torch.randint(1, ref.hf.config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(3))
-    expected = greedy_hf(ref.hf, prompts)
+    expected = greedy_hf(ref.hf, prompts, **hf_inputs(ref.model, prompts))
     prompt_len = 1 if ref.hf.config.is_encoder_decoder else prompts.shape[1]
     assert expected.shape == (2, prompt_len + NEW_TOKENS)  # nothing stopped early
     assert torch.equal(greedy_zoo(ref.model, prompts), expected)
@@ -489,7 +502,7 @@ def test_zoo_generate_matches_hf_greedy_generation(generator_ref):
     generate = pytest.importorskip("zoo.generate").generate
     ref = generator_ref
     prompts = torch.randint(1, ref.hf.config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(5))
-    expected = greedy_hf(ref.hf, prompts)
+    expected = greedy_hf(ref.hf, prompts, **hf_inputs(ref.model, prompts))
     new = expected[:, -NEW_TOKENS:].tolist()
     assert generate(ref.model, prompts, max_new_tokens=NEW_TOKENS).tokens == new
 
@@ -631,7 +644,7 @@ def test_transformers_loads_zoo_exports_with_the_same_outputs(name, tmp_path):
             mask[2] = 1
             mask[2, -5:] = 0
             target = ids[:, :6]
-            expected = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+            expected = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **hf_inputs(model, ids)).logits
             actual = model(ids, target, attention_mask=mask).logits
         else:
             ids, mask = padded_ids(r.vocab_size)

@@ -15,8 +15,9 @@ REFERENCE_PARAMETERS = {
     "t5-small": 60_506_624,
     "llama-3.2-1b": 1_235_814_400,
     "mixtral-8x7b": 46_702_792_704,
+    "led-base-16384": 161_844_480,
 }
-TINY = ["gpt-tiny", "bert-tiny", "vit-tiny", "t5-tiny", "llama-tiny", "moe-tiny"]
+TINY = ["gpt-tiny", "bert-tiny", "vit-tiny", "t5-tiny", "llama-tiny", "moe-tiny", "led-tiny"]
 
 
 def tiny_inputs(model: torch.nn.Module, batch: int = 2, length: int = 12) -> dict[str, torch.Tensor]:

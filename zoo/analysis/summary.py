@@ -190,7 +190,9 @@ def summarize(
         analytic=analytic,
         mismatches=compare_counts(counted, analytic),
         flops=flop_estimate(plan, seq_len=seq_len, batch=batch),
-        memory=memory_estimate(plan, parameters=counted.total, batch=batch, seq_len=seq_len, max_len=recipe.max_len),
+        memory=memory_estimate(
+            plan, parameters=counted.total, batch=batch, seq_len=seq_len, max_len=recipe.stack_max_len("decoder")
+        ),
         layers=table,
         notes=notes,
     )

@@ -152,6 +152,7 @@ class DecoderConfig(ArchitectureConfig):
         "patch_size",
         "num_channels",
         "num_decoder_layers",
+        "decoder_max_len",
         "train.task",
         "train.mask_prob",
     )
@@ -175,7 +176,14 @@ class EncoderConfig(ArchitectureConfig):
     defaults: ClassVar[dict[str, Any]] = {"embedding": {"type": "token"}, "head": {"type": "mlm"}}
     stacks: ClassVar[list[tuple[str, bool]]] = [("encoder", False)]
     requires: ClassVar[tuple[str, ...]] = ("vocab_size", "max_len")
-    unused: ClassVar[tuple[str, ...]] = ("image_size", "patch_size", "num_channels", "num_decoder_layers", "train.task")
+    unused: ClassVar[tuple[str, ...]] = (
+        "image_size",
+        "patch_size",
+        "num_channels",
+        "num_decoder_layers",
+        "decoder_max_len",
+        "train.task",
+    )
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {
             "architecture": "encoder",
@@ -240,6 +248,7 @@ class VitConfig(ArchitectureConfig):
     unused: ClassVar[tuple[str, ...]] = (
         "type_vocab_size",
         "num_decoder_layers",
+        "decoder_max_len",
         "train.task",
         "train.mask_prob",
         "train.tokenizer",
@@ -300,6 +309,7 @@ class DualEncoderConfig(ArchitectureConfig):
         "num_channels",
         "num_classes",
         "num_decoder_layers",
+        "decoder_max_len",
         "decoder_start_token_id",
         "train.task",
         "train.mask_prob",
@@ -444,7 +454,7 @@ def build_encoder_decoder(recipe, make: Make) -> nn.Module:
         encoder=encoder,
         decoder=TransformerStack(**stack_parts(recipe, make, stack="decoder", causal=True, cross=True)),
         head=make("head", recipe.head, ctx),
-        max_len=recipe.max_len,
+        max_len=recipe.stack_max_len("decoder"),
         decoder_start_token_id=decoder_start(recipe),
         pad_token_id=recipe.pad_token_id,
     )

@@ -241,14 +241,14 @@ def recompute_length(model: nn.Module) -> int | None:
     return min(lengths) + 1 if lengths else None
 
 
-def _check_length(model: nn.Module, needed: int, what: str, *, context: bool = True) -> None:
-    """``needed`` positions fit the model's position table, and (``context``: a prompt or source, read at once)
-    its ``max_len`` too where it has no table (RoPE)."""
+def _check_length(model: nn.Module, needed: int, what: str, *, context: bool = True, stack: str = "encoder") -> None:
+    """``needed`` positions fit the position table of the model's ``stack``, and (``context``: a prompt or source,
+    read at once) its ``max_len`` too where it has no table (RoPE)."""
     recipe = getattr(model, "recipe", None)
-    if recipe is not None and positions_fit(recipe, needed) is not None:
+    if recipe is not None and positions_fit(recipe, needed, stack) is not None:
         raise TrainError(
             f"{what} needs {needed} positions, beyond the {recipe.positional.type} position table "
-            f"(max_len {recipe.max_len}): shorten it"
+            f"(max_len {recipe.stack_max_len(stack)}): shorten it"
         )
     longest = (recipe.max_len if recipe is not None else None) or MAX_POSITIONS
     if context and needed > longest:  # no table (RoPE): max_len is the context it was built for
@@ -400,7 +400,7 @@ def _encoder_decoder_steps(model, sources, max_new_tokens, use_cache, pad, devic
         _check_length(model, src.shape[1], "the source")
         src_mask = None if bool(src_mask.all()) else src_mask
     n = src.shape[0]
-    _check_length(model, max_new_tokens + 1, "max_new_tokens", context=False)
+    _check_length(model, max_new_tokens + 1, "max_new_tokens", context=False, stack="decoder")
     encoded = model.encode(src, src_mask)  # (N, S, E), once
     start = torch.full((n, 1), model.decoder_start_token_id, dtype=torch.long, device=device)
     if use_cache:

@@ -46,6 +46,8 @@ RANGES: dict[str, tuple[int, int]] = {
     "d_kv": (1, MAX_HEAD_DIM),
     "vocab_size": (1, MAX_VOCAB),
     "max_position_embeddings": (1, MAX_POSITIONS),
+    "max_encoder_position_embeddings": (1, MAX_POSITIONS),  # LED's two tables
+    "max_decoder_position_embeddings": (1, MAX_POSITIONS),
     "n_positions": (1, MAX_POSITIONS),
     "num_labels": (1, MAX_VOCAB),
 }
@@ -54,9 +56,9 @@ RANGES: dict[str, tuple[int, int]] = {
 OBJECTS = ("rope_scaling", "rope_parameters", "attn_config", "ffn_config", "id2label", "label2id")
 """Keys that hold a JSON object when given (their default is None, so no default says their type)."""
 
-EITHER = ("sliding_window_pattern",)
-"""Keys whose type differs by family and checkpoint (EXAONE 4's 'LLLG' where Gemma 3's is 6): each family's
-translation checks them."""
+EITHER = ("sliding_window_pattern", "attention_window")
+"""Keys whose type differs by family and checkpoint (EXAONE 4's 'LLLG' where Gemma 3's is 6; LED's one window or
+one per layer): each family's translation checks them."""
 
 POSITIVE = ("rope_theta", "rotary_emb_base", "layer_norm_eps", "rms_norm_eps", "layer_norm_epsilon")
 """Floats that must be finite and above 0 (a RoPE base of 0 has no frequencies; an epsilon of 0 divides by 0)."""

@@ -198,6 +198,15 @@ def section_defaults(section: str, owned: frozenset[str]) -> Requirement:
     return check
 
 
+def one_table_size(recipe: Any) -> str | None:
+    """A requirement: the decoder's positions reach as far as the encoder's (``decoder_max_len`` unset or
+    ``max_len``), where a family's config has one size for both (LED's has two)."""
+    size = recipe.decoder_max_len
+    if size is None or size == recipe.max_len:
+        return None
+    return f"decoder_max_len is {size}; this family's config gives both stacks max_len ({recipe.max_len}): unset it"
+
+
 @dataclass(frozen=True)
 class Table:
     """A family's rows, with what is generated from them."""
@@ -234,6 +243,8 @@ class Table:
         owned = self.owned()
         if "layer_groups" not in owned:  # cross-layer sharing: only a family whose config says it (ALBERT's)
             out["layer_groups"] = None
+        if "decoder_max_len" not in owned:  # a decoder table of its own size: only a family whose config says it
+            out["decoder_max_len"] = one_table_size
         for section in (*SECTIONS, *(f"{tower}.{s}" for tower in TOWERS for s in SECTIONS)):
             if f"{section}.*" not in owned and any(p.startswith(f"{section}.") for p in owned):
                 out[f"{section}.*"] = section_defaults(section, owned)

@@ -85,6 +85,13 @@ class Recipe(StrictNumbers):
         "groups of equal size, and the layers of a group use one set of weights; default every layer its own.",
     )
     max_len: int | None = Field(None, ge=1, le=MAX_POSITIONS, description="Longest sequence (positional table size).")
+    decoder_max_len: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_POSITIONS,
+        description="encoder-decoder: the decoder's longest sequence, its positional table's size, where it is not "
+        "the encoder's (LED: 1024 beside max_len 16384); default max_len.",
+    )
     vocab_size: int | None = Field(None, ge=1, le=MAX_VOCAB, description="Token vocabulary (text models).")
     type_vocab_size: int = Field(
         0, ge=0, le=MAX_VOCAB, description="Segment (token type) vocabulary; 0 = none (BERT: 2)."
@@ -207,6 +214,13 @@ class Recipe(StrictNumbers):
             return self.num_decoder_layers
         return self.num_layers
 
+    def stack_max_len(self, stack: str) -> int | None:
+        """The longest sequence of ``stack``: ``decoder_max_len`` for an encoder-decoder's decoder where given, else
+        ``max_len``."""
+        if stack == "decoder" and self.architecture == "encoder-decoder" and self.decoder_max_len is not None:
+            return self.decoder_max_len
+        return self.max_len
+
     def context(
         self,
         *,
@@ -227,7 +241,7 @@ class Recipe(StrictNumbers):
         head_dim = attention.head_dim_for(self.d_model) if hasattr(attention, "head_dim_for") else 0
         return BuildContext(
             d_model=self.d_model,
-            max_len=_or_zero(self.max_len),
+            max_len=_or_zero(self.stack_max_len(stack)),
             causal=causal,
             cross=cross,
             layer_idx=layer_idx,
@@ -296,22 +310,23 @@ def layer_selection(select: str | int | list[int], n: int) -> range | frozenset[
     return range(n)[slice(*bounds)]
 
 
-def position_limit(recipe: Recipe) -> int | None:
-    """How many positions the recipe's positional encoding has rows for; None when it has no table (RoPE)."""
+def position_limit(recipe: Recipe, stack: str = "encoder") -> int | None:
+    """How many positions the recipe's positional encoding has rows for (in ``stack``: an encoder-decoder's decoder
+    may have a table of its own size, ``decoder_max_len``); None when it has no table (RoPE)."""
     if getattr(recipe.positional, "bounded_by_max_len", False):
-        return recipe.max_len or 0
+        return recipe.stack_max_len(stack) or 0
     return None
 
 
-def positions_fit(recipe: Recipe, n: int) -> str | None:
+def positions_fit(recipe: Recipe, n: int, stack: str = "encoder") -> str | None:
     """None when a sequence of ``n`` positions fits the recipe's positional encoding, else why not.
 
     A learned or sinusoidal table (``bounded_by_max_len``) has rows only for positions below ``max_len``.
     The reason names no fix: each caller knows what to lower.
     """
-    limit = position_limit(recipe)
+    limit = position_limit(recipe, stack)
     if limit is not None and n > limit:
-        return f"{n} positions do not fit the {recipe.positional.type} position table of max_len {recipe.max_len}"
+        return f"{n} positions do not fit the {recipe.positional.type} position table of max_len {limit}"
     return None
 
 

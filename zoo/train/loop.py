@@ -171,10 +171,11 @@ def batch_seed(seed: int, step: int, micro: int) -> int:
 def check_sequence_length(recipe: Recipe, seq_len: int, objective: str) -> None:
     """A training sequence must fit a positional table that has rows for ``max_len`` positions only."""
     longest = seq_len + 1 if objective == "seq2seq" else seq_len  # seq2seq targets carry an [eos]
-    if positions_fit(recipe, longest) is not None:
+    stack = "decoder" if objective == "seq2seq" else "encoder"  # the targets' table (decoder_max_len)
+    if positions_fit(recipe, longest, stack) is not None:
         raise TrainError(
             f"train.seq_len ({seq_len}) needs {longest} positions, beyond the {recipe.positional.type} position "
-            f"table of max_len {recipe.max_len}: lower train.seq_len or raise max_len"
+            f"table of max_len {recipe.stack_max_len(stack)}: lower train.seq_len or raise max_len"
         )
 
 

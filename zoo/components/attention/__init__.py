@@ -30,8 +30,10 @@ D head_dim, X num_experts, K top_k, W window.
 
 The package holds one file per concern: ``masks`` (which keys a query sees), ``base`` (what every attention
 shares: keys, values, positions, caches), ``gqa`` (grouped-query attention and its presets), ``moa`` and
-``disentangled`` (DeBERTa's content and relative-position scores, over the stack's ``deberta_relative`` table) and
-``local`` (LongT5's encoder attention: a window computed in blocks, and transient-global tokens).
+``disentangled`` (DeBERTa's content and relative-position scores, over the stack's ``deberta_relative`` table),
+``local`` (LongT5's encoder attention: a window computed in blocks, and transient-global tokens) and
+``longformer`` (LED's encoder: a sliding window in both directions plus global tokens with projections of their
+own).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from .gqa import (
     QKNorm,
 )
 from .local import LocalAttention, LocalConfig, TransientGlobalConfig, global_blocks
+from .longformer import LongformerAttention, LongformerConfig
 from .masks import (
     BlockSparse,
     Chunks,
@@ -90,6 +93,8 @@ __all__ = [
     "LocalConfig",
     "TransientGlobalConfig",
     "global_blocks",
+    "LongformerAttention",
+    "LongformerConfig",
     "AttentionConfig",
     "MHAConfig",
     "GQAConfig",
@@ -109,3 +114,4 @@ def register_components(register):
     register("attention", "disentangled", DisentangledAttention, DisentangledConfig)
     register("attention", "local", LocalAttention, LocalConfig)
     register("attention", "transient_global", LocalAttention, TransientGlobalConfig)
+    register("attention", "longformer", LongformerAttention, LongformerConfig)
