@@ -54,6 +54,35 @@ def write_wav(path, samples: torch.Tensor, rate: int = 16_000, channels: int = 1
         f.writeframes(data)
 
 
+def whisper_reference(transformers) -> torch.nn.Module:
+    """A tiny transformers Whisper (80 mels, 1500 frames) with every trained weight moved well off its init, so that
+    greedy tokens vary; no suppressed tokens, start 94, eos 95."""
+    config = transformers.WhisperConfig(
+        vocab_size=96,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_target_positions=40,
+        pad_token_id=95,
+        bos_token_id=95,
+        eos_token_id=95,
+        decoder_start_token_id=94,
+        begin_suppress_tokens=None,
+        suppress_tokens=None,
+    )
+    torch.manual_seed(0)
+    hf = transformers.WhisperForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            if p.requires_grad:
+                p.add_(0.5 * torch.randn_like(p))
+    return hf
+
+
 def speech(seconds: float = 1.5, seed: int = 0) -> torch.Tensor:
     """A chirp with noise: a spectrum that changes over time, as speech's does."""
     t = torch.arange(int(16_000 * seconds), dtype=torch.float64) / 16_000
@@ -154,29 +183,7 @@ def test_generate_refuses_token_ids_for_a_model_that_hears_audio():
 @pytest.mark.slow
 def test_zoo_generate_on_a_wav_file_gives_transformers_greedy_tokens(tmp_path):
     transformers = pytest.importorskip("transformers")
-    config = transformers.WhisperConfig(
-        vocab_size=96,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_target_positions=40,
-        pad_token_id=95,
-        bos_token_id=95,
-        eos_token_id=95,
-        decoder_start_token_id=94,
-        begin_suppress_tokens=None,
-        suppress_tokens=None,
-    )
-    torch.manual_seed(0)
-    hf = transformers.WhisperForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            if p.requires_grad:
-                p.add_(0.5 * torch.randn_like(p))  # away from the init, so greedy tokens vary
+    hf = whisper_reference(transformers)
     hf.save_pretrained(tmp_path / "hf")
     samples = speech(seconds=2.0, seed=1)
     write_wav(tmp_path / "speech.wav", samples)
@@ -288,29 +295,7 @@ def test_a_checkpoints_generation_config_steers_decoding_as_in_transformers(tmp_
     transformers = pytest.importorskip("transformers")
     from zoo.generate.audio import transcribe
 
-    config = transformers.WhisperConfig(
-        vocab_size=96,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_target_positions=40,
-        pad_token_id=95,
-        bos_token_id=95,
-        eos_token_id=95,
-        decoder_start_token_id=94,
-        begin_suppress_tokens=None,
-        suppress_tokens=None,
-    )
-    torch.manual_seed(0)
-    hf = transformers.WhisperForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            if p.requires_grad:
-                p.add_(0.5 * torch.randn_like(p))
+    hf = whisper_reference(transformers)
     g = hf.generation_config
     g.lang_to_id, g.task_to_id = {"<|en|>": 90, "<|fr|>": 91}, {"transcribe": 93, "translate": 92}
     g.no_timestamps_token_id, g.is_multilingual = 89, True
