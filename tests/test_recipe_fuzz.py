@@ -383,6 +383,9 @@ def _shrunk(data: dict[str, Any]) -> dict[str, Any] | None:
         for key in ("hidden", "head_dim"):
             if isinstance(spec.get(key), int):
                 spec[key] = max(1, spec[key] // factor) if key == "head_dim" else min(spec[key], 64)
+        for key in ("local_radius", "global_block_size", "window"):  # blocks sized by these, whatever the length
+            if isinstance(spec.get(key), int):
+                spec[key] = min(spec[key], 8)
         if isinstance(spec.get("num_experts"), int):
             spec["num_experts"] = min(spec["num_experts"], 4)
             if isinstance(spec.get("top_k"), int):
@@ -398,6 +401,11 @@ def _shrunk(data: dict[str, Any]) -> dict[str, Any] | None:
             small.pop(kind)
     small["layers"] = [{**o, **{k: narrow(o[k]) for k in LAYER_KINDS if k in o}} for o in small.get("layers", [])]
     small.pop("expect", None)
+    audio = small.get("encoder_embedding")
+    if isinstance(audio, dict) and audio.get("type") == "audio":  # an encoder that hears: a short window of frames
+        small["encoder_embedding"] = {**audio, "num_mel_bins": 8, "frames": 8}
+    if isinstance(small.get("decoder_max_len"), int):
+        small["decoder_max_len"] = min(small["decoder_max_len"], 32)
     if small.get("architecture") == "vit":
         small.update(image_size=8, patch_size=4, num_channels=min(small.get("num_channels", 3), 3))
         small.pop("max_len", None)
@@ -413,6 +421,10 @@ def _inputs(recipe: zoo.Recipe) -> dict[str, torch.Tensor]:
         return {"images": torch.randn(N, recipe.num_channels, recipe.image_size, recipe.image_size, generator=g)}
     length = min(L, recipe.max_len or L)
     ids = torch.randint(0, recipe.vocab_size, (N, length), generator=g)
+    audio = recipe.encoder_embedding
+    if audio is not None and not getattr(type(audio), "token_input", True):  # log-mel frames into the encoder
+        frames = torch.randn(N, audio.num_mel_bins, 2 * min(audio.frames, L), generator=g)
+        return {"input_ids": frames, "decoder_input_ids": ids}
     if recipe.architecture == "encoder-decoder":
         return {"input_ids": ids, "decoder_input_ids": torch.randint(0, recipe.vocab_size, (N, length), generator=g)}
     return {"input_ids": ids}

@@ -308,6 +308,7 @@ CONFIGS = {
     "learned_relative": P.LearnedRelativeConfig,
     "deberta_relative": P.DebertaRelativeConfig,
     "relative_2d": P.Relative2DConfig,
+    "t5_global_relative": P.T5GlobalRelativeConfig,
 }
 
 
@@ -330,7 +331,7 @@ def _build(factory, config, ctx: BuildContext):
 
 
 class TestRegistration:
-    def test_registers_the_nine_encodings_with_their_configs(self):
+    def test_registers_the_ten_encodings_with_their_configs(self):
         registered = _registered()
         assert {name: config for kind, name, _, config in registered} == CONFIGS
         assert {kind for kind, *_ in registered} == {"positional"}
