@@ -9,6 +9,7 @@ from __future__ import annotations
 from .rows_classic import named
 from .rows_local_attention import ENCODER_ATTENTION, HF_KINDS, encoder_rules
 from .t5 import RULES, T5, own_head
+from .table import Refused
 
 T5_ENCODER = ("encoder.block.{i}.layer.0.SelfAttention", "encoder.block.0.layer.0.SelfAttention")
 """T5's encoder self-attention weights, which LongT5 holds in its kind of attention."""
@@ -22,5 +23,10 @@ LONGT5 = T5.derive(
         *(rule for hf_kind in HF_KINDS.values() for rule in encoder_rules(hf_kind)),
     ),
     drop=("attention.type", "positional.type", "classifier_dropout"),
-    rows=(named("longt5"), *ENCODER_ATTENTION, own_head(rescale=True)),
+    rows=(
+        named("longt5"),
+        *ENCODER_ATTENTION,
+        own_head(rescale=True),
+        Refused("is_decoder", lambda v: not v, "LongT5ForConditionalGeneration is an encoder-decoder"),
+    ),
 )
