@@ -76,6 +76,12 @@ def read_layout(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any
             )
         kv_heads = 1 if config["multi_query"] else heads
         block = {"block.parallel": True, "block.shared_norm": True} if config["parallel_attn"] else {}
+    derived = config["num_key_value_heads"]  # what transformers 5.25+ says the layers produce
+    if derived is not None and derived != kv_heads:
+        raise HFImportError(
+            f"num_key_value_heads={derived} is not supported: num_kv_heads, multi_query and new_decoder_architecture "
+            f"give {kv_heads} key/value heads, as FalconAttention builds them"
+        )
     attention: dict[str, Any] = {"attention.type": "mha", "attention.num_heads": heads}
     if kv_heads == 1 and heads > 1:
         attention["attention.type"] = "mqa"
@@ -131,10 +137,12 @@ FALCON = family(
                 "multi_query": True,
                 "parallel_attn": True,
                 "num_ln_in_parallel_attn": None,
+                "num_key_value_heads": None,
             },
             paths=("block.parallel", "block.shared_norm", "attention.num_heads", "attention.num_kv_heads"),
             read=read_layout,
             write=write_layout,
+            legacy=("num_key_value_heads",),  # transformers 5.25 derives it from the keys above: read to check it
             requires={"attention.type": ("mha", "gqa", "mqa"), "attention.num_kv_heads": expressible},
         ),
         Require("attention.head_dim", default_head_dim),
