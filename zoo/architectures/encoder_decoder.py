@@ -79,7 +79,7 @@ class EncoderDecoderModel(nn.Module, Pretrained):
         """The encoder stack's arguments for its source: embeddings, positions and mask. An encoder with an
         embedding of its own (``encoder_embedding``) embeds the source itself; features have no padding mask."""
         own = getattr(self.encoder, "embedding", None)
-        x = (own or self.embedding)(input_ids)
+        x = (own if own is not None else self.embedding)(input_ids)
         if self.encodes_features:
             if attention_mask is not None:
                 raise ValueError("the encoder embeds features (N, M, T), which take no attention_mask: leave it out")
